@@ -1,0 +1,3 @@
+from hpsearch.app import main
+
+main()

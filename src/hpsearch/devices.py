@@ -1,0 +1,58 @@
+"""TensorFlow device set-up for one job, done before TensorFlow touches a GPU."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from hpsearch.errors import ConfigError
+from hpsearch.gpu_env import CPU_THREADS, job_memory_limit_mb
+
+log = logging.getLogger(__name__)
+
+
+def configure_devices(tf: Any, device_type: str) -> dict[str, Any]:
+    """Hide, cap or enable the GPUs per `device_type`; return what was set, for metrics.json."""
+    threads = os.environ.get(CPU_THREADS)
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(int(threads))
+        tf.config.threading.set_inter_op_parallelism_threads(max(1, int(threads)))
+    if device_type == "cpu":
+        # On a CPU build there is nothing to hide; on a CUDA build this keeps every GPU untouched.
+        if tf.config.list_physical_devices("GPU"):
+            tf.config.set_visible_devices([], "GPU")
+        return {"type": "cpu", "gpus": [], "memory_limit_mb": None}
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        if device_type == "gpu":
+            raise ConfigError(
+                "device=gpu: TensorFlow sees no GPU (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}, CUDA build: "
+                f"{tf.test.is_built_with_cuda()}); install hpsearch[gpu] on a GPU machine, "
+                "or use device=cpu"
+            )
+        return {"type": "cpu", "gpus": [], "memory_limit_mb": None}
+    limit = job_memory_limit_mb()
+    for gpu in gpus:
+        if limit is not None:
+            config = tf.config.LogicalDeviceConfiguration(memory_limit=limit)
+            tf.config.set_logical_device_configuration(gpu, [config])
+    if limit is not None:
+        log.info("GPU memory capped at %d MB per visible GPU (%s)", limit, _names(gpus))
+    else:
+        log.info(
+            "GPU memory not capped (%s); TF_FORCE_GPU_ALLOW_GROWTH=%s",
+            _names(gpus),
+            os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"),
+        )
+    return {
+        "type": "gpu",
+        "gpus": _names(gpus),
+        "memory_limit_mb": limit,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+
+
+def _names(gpus: list[Any]) -> list[str]:
+    return [gpu.name for gpu in gpus]

@@ -1,0 +1,134 @@
+"""One training run: config -> data -> model -> fit -> metrics.json. The job side of hpsearch.
+
+TensorFlow is imported inside `run`, after the environment that quiets and places it is set:
+importing this module costs nothing, so the launcher's parent can reference the task function.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from hpsearch.data import Datasets, load_datasets
+from hpsearch.errors import TrainingDiverged
+from hpsearch.results_file import write_json_atomic
+from hpsearch.tf_import import import_tensorflow
+from hpsearch.validate import validate_config
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+
+
+def run(
+    cfg: DictConfig, datasets: Datasets | None = None, output_dir: Path | None = None
+) -> dict[str, Any]:
+    """Train `cfg` and return its metrics; write them to `output_dir/metrics.json` if given.
+
+    `datasets` replaces the configured data (tests pass tiny synthetic arrays).
+    """
+    validate_config(cfg)
+    started = time.perf_counter()
+    if cfg.device.type == "cpu":
+        # Hidden before TensorFlow starts, so that it never initialises a GPU in this process.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    tf = import_tensorflow(int(cfg.tf_log_level))
+    import keras
+
+    from hpsearch.callbacks import EpochLog
+    from hpsearch.devices import configure_devices
+    from hpsearch.model import build_model, build_optimizer
+
+    device = configure_devices(tf, cfg.device.type)
+    data = datasets if datasets is not None else load_datasets(cfg)
+    keras.utils.set_random_seed(int(cfg.seed))
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+
+    steps_per_epoch = math.ceil(len(data.x_train) / int(cfg.batch))
+    model = build_model(cfg.model, data.input_shape, data.n_classes)
+    model.compile(
+        optimizer=build_optimizer(cfg.optimizer, float(cfg.lr), steps_per_epoch),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    log.info(
+        "training %s on %s: %d train / %d val / %d test samples, %d parameters, %s",
+        cfg.model.name,
+        cfg.data.name,
+        len(data.x_train),
+        len(data.x_val),
+        len(data.x_test),
+        model.count_params(),
+        device["type"],
+    )
+    epochs = EpochLog(cfg)
+    record = {
+        "params": OmegaConf.to_container(cfg, resolve=True),
+        "seed": int(cfg.seed),
+        "device": device,
+        "tensorflow_version": tf.__version__,
+        "python_version": platform.python_version(),
+        "history": epochs.history,
+    }
+    try:
+        model.fit(
+            data.x_train,
+            data.y_train,
+            batch_size=int(cfg.batch),
+            epochs=int(cfg.epochs),
+            validation_data=(data.x_val, data.y_val),
+            validation_batch_size=int(cfg.eval_batch),
+            callbacks=[epochs],
+            verbose=0,
+        )
+    except TrainingDiverged as err:
+        record |= {
+            "status": "diverged",
+            "error": str(err),
+            "wall_time_s": time.perf_counter() - started,
+        }
+        if output_dir is not None:
+            write_json_atomic(output_dir / "metrics.json", record)
+        raise
+    final = _final_metrics(model, data, epochs.history[-1], int(cfg.eval_batch))
+    record |= {
+        "status": "completed",
+        "final": final,
+        "objective": {
+            "metric": cfg.objective.metric,
+            "mode": cfg.objective.mode,
+            "value": final[cfg.objective.metric],
+        },
+        "wall_time_s": time.perf_counter() - started,
+    }
+    log.info("final: %s", "  ".join(f"{k}={v:.4f}" for k, v in sorted(final.items())))
+    if output_dir is not None:
+        write_json_atomic(output_dir / "metrics.json", record)
+        if cfg.save_model:
+            model.save(output_dir / "model.keras")
+    return record
+
+
+def _final_metrics(
+    model: Any, data: Datasets, last_epoch: dict[str, float], eval_batch: int
+) -> dict[str, float]:
+    """Train and validation metrics of the last epoch; test metrics evaluated in batches."""
+    test = model.evaluate(
+        data.x_test, data.y_test, batch_size=eval_batch, verbose=0, return_dict=True
+    )
+    return {
+        "train_loss": last_epoch["loss"],
+        "train_accuracy": last_epoch["accuracy"],
+        "val_loss": last_epoch["val_loss"],
+        "val_accuracy": last_epoch["val_accuracy"],
+        "test_loss": float(test["loss"]),
+        "test_accuracy": float(test["accuracy"]),
+    }
