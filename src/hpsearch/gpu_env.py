@@ -62,3 +62,19 @@ def job_memory_limit_mb() -> int | None:
         return None
     total = nvml_total_mb(gpu)
     return None if total is None else memory_limit_mb(float(fraction), total)
+
+
+def cap_torch_memory() -> float | None:
+    """In a PyTorch job: cap its CUDA allocator at the launcher's fraction; return it.
+
+    PyTorch reads no environment variable for this, so a torch task calls it first thing.
+    """
+    fraction = os.environ.get(MEMORY_FRACTION)
+    if not fraction:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.set_per_process_memory_fraction(float(fraction), 0)
+    return float(fraction)

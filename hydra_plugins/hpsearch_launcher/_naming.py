@@ -1,0 +1,80 @@
+"""Run directory names from the swept overrides: readable, safe on any filesystem, distinct.
+
+`batch=128,lr=0.01`: only the keys whose value varies across the sweep, sorted. Characters that
+are unsafe in a path (`/`, control characters, quotes, shell and Windows specials) are
+percent-encoded, `%` included, so that distinct values stay distinct; a name longer than a path
+component allows is cut and given a hash of the whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+MAX_COMPONENT_BYTES = 255
+_SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.=,+@[]{}")
+# Default Hydra subdir: when it is still this, the launcher names runs from their overrides.
+HYDRA_DEFAULT_SUBDIR = "${hydra.job.num}"
+
+
+def split_override(override: str) -> tuple[str, str | None]:
+    """'+db.user=x' -> ('db.user', 'x'); '~key' -> ('key', None)."""
+    key, sep, value = override.partition("=")
+    return key.lstrip("+~"), (value if sep else None)
+
+
+def _escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in _SAFE_ASCII or (ord(ch) > 127 and ch.isalnum()):
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode()))
+    return "".join(out)
+
+
+def varying_keys(batch: Sequence[Sequence[str]], swept: Sequence[str] = ()) -> set[str]:
+    """Keys swept on the command line or by the sweeper, or whose value differs in `batch`
+    (a key that only some jobs set differs too)."""
+    absent = object()
+    jobs = [dict(split_override(o) for o in overrides) for overrides in batch]
+    keys: set[str] = set().union(*jobs) if jobs else set()
+    differing = {k for k in keys if len({job.get(k, absent) for job in jobs}) > 1}
+    return differing | (set(swept) & keys)
+
+
+def run_dir_name(overrides: Sequence[str], keys: set[str], job_num: int) -> str:
+    """The directory name of one job: its values of `keys`, or all its overrides if none vary."""
+    chosen = [o for o in overrides if split_override(o)[0] in keys] or list(overrides)
+    parts = []
+    for override in sorted(chosen, key=lambda o: split_override(o)[0]):
+        key, value = split_override(override)
+        parts.append(_escape(key) if value is None else f"{_escape(key)}={_escape(value)}")
+    return _fit(",".join(parts) or f"job{job_num}")
+
+
+def _fit(name: str) -> str:
+    encoded = name.encode()
+    if len(encoded) <= MAX_COMPONENT_BYTES - 12:  # room for a "~N" suffix from claim_run_dir
+        return name
+    digest = hashlib.sha256(encoded).hexdigest()[:12]
+    head = encoded[: MAX_COMPONENT_BYTES - 12 - len(digest) - 1].decode(errors="ignore")
+    return f"{head}~{digest}"
+
+
+def claim_run_dir(sweep_dir: Path, name: str) -> str:
+    """Create `sweep_dir/name` (or `name~2`, `name~3`, ... if taken) and return the name used.
+
+    mkdir is atomic, so two jobs never share a directory, in this sweep or a resumed one.
+    """
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    candidate, n = name, 1
+    while True:
+        try:
+            os.mkdir(sweep_dir / candidate)
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = f"{name}~{n}"

@@ -1,0 +1,138 @@
+"""The plan of a sweep: which GPUs, which slot each job takes, each job's environment.
+
+Pure functions and a small state machine, tested with fake GPU ids; nothing here starts a
+process or touches a GPU (NVML is asked only by `visible_gpus`, through a function you pass).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+from hpsearch import gpu_env
+
+from ._settings import LauncherSettings, LauncherSettingsError
+
+CPU = "cpu"  # the one "device" of a sweep without GPUs; GPU ids are digits or UUIDs
+
+
+def visible_gpus(environ: Mapping[str, str], nvml_ids: Callable[[], list[str]]) -> tuple[str, ...]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES if set, else NVML's, else none."""
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        listed = environ["CUDA_VISIBLE_DEVICES"].replace(" ", "")
+        # CUDA stops at the first invalid entry ("-1" is the usual way to hide every GPU).
+        ids: list[str] = []
+        for item in listed.split(","):
+            if not item or item.startswith("-"):
+                break
+            ids.append(item)
+        return tuple(ids)
+    return tuple(nvml_ids())
+
+
+def sweep_devices(
+    settings: LauncherSettings, environ: Mapping[str, str], nvml_ids: Callable[[], list[str]]
+) -> tuple[str, ...]:
+    """The devices the slots are spread over: the chosen GPUs, or (CPU,) when there are none."""
+    if settings.gpus is None:
+        gpus = visible_gpus(environ, nvml_ids)
+    else:
+        gpus = settings.gpus
+        known = nvml_ids()
+        missing = [g for g in gpus if g.isdigit() and known and g not in known]
+        if missing:
+            raise LauncherSettingsError(
+                f"hydra.launcher.gpus={list(gpus)}: no GPU {', '.join(missing)} on this machine "
+                f"(NVML sees {', '.join(known)}); pick from those, or gpus=auto"
+            )
+    return gpus if gpus else (CPU,)
+
+
+def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:
+    return settings.n_jobs if tuple(devices) == (CPU,) else settings.jobs_per_gpu
+
+
+class SlotPool:
+    """Round-robin over the devices that have a free slot.
+
+    Job i of a sweep of equal jobs goes to device i mod N. When a slot frees, the next job takes
+    the next device in round-robin order that has a free slot, so a device whose job ended early
+    is not left idle while others queue; no device ever holds more than `slots` jobs.
+    """
+
+    def __init__(self, devices: Sequence[str], slots: int) -> None:
+        if not devices or slots < 1:
+            raise ValueError(f"SlotPool needs devices and slots >= 1, got {devices!r}, {slots}")
+        self.devices = tuple(devices)
+        self.slots = slots
+        self.busy = dict.fromkeys(self.devices, 0)
+        self._next = 0  # where the round-robin resumes
+
+    def has_free(self) -> bool:
+        return any(n < self.slots for n in self.busy.values())
+
+    def acquire(self) -> str:
+        """Take a slot on the next device in round-robin order that has one free."""
+        for step in range(len(self.devices)):
+            i = (self._next + step) % len(self.devices)
+            device = self.devices[i]
+            if self.busy[device] < self.slots:
+                self.busy[device] += 1
+                self._next = (i + 1) % len(self.devices)
+                return device
+        raise RuntimeError("acquire() with every slot busy: check has_free() first")
+
+    def release(self, device: str) -> None:
+        if self.busy.get(device, 0) < 1:
+            raise RuntimeError(f"release({device!r}) without a slot taken on it")
+        self.busy[device] -= 1
+
+
+def job_env(
+    device: str,
+    settings: LauncherSettings,
+    slots: int,
+    parent_pid: int,
+    memory_total_mb: int | None,
+    cpu_count: int,
+) -> dict[str, str]:
+    """The environment a job's process is created with: its GPU, its memory cap, its threads.
+
+    Set at process creation because CUDA, TensorFlow, JAX and PyTorch read these once, at start.
+    """
+    on_gpu = device != CPU
+    env = {
+        # Indices as nvidia-smi and NVML number them, not CUDA's fastest-first default.
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": device if on_gpu else "",
+        gpu_env.GPU_ID: device if on_gpu else "",
+        gpu_env.PARENT_PID: str(parent_pid),
+        "PYTHONUNBUFFERED": "1",  # the job's log files fill as it runs
+    }
+    if on_gpu:
+        fraction = settings.fraction
+        env |= {
+            gpu_env.MEMORY_FRACTION: f"{fraction:g}",
+            "TF_FORCE_GPU_ALLOW_GROWTH": "true" if settings.allow_growth else "false",
+            # JAX preallocates this share and never exceeds it. PyTorch has no variable for a
+            # cap: hpsearch.gpu_env.cap_torch_memory() applies this fraction in the job.
+            "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
+        }
+        if memory_total_mb is not None:
+            limit = gpu_env.memory_limit_mb(fraction, memory_total_mb)
+            env[gpu_env.MEMORY_LIMIT_MB] = str(limit)
+    else:
+        # Jobs sharing the CPU split its cores instead of each taking all of them.
+        threads = str(max(1, cpu_count // slots))
+        env |= {
+            gpu_env.CPU_THREADS: threads,
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+        }
+    env |= settings.env
+    return env
+
+
+def default_cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

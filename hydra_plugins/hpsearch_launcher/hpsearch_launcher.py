@@ -1,0 +1,69 @@
+"""The hpsearch launcher: each job in a fresh process, GPUs shared by round-robin slots.
+
+No `from __future__ import annotations` here: Hydra's scan runs this module before registering
+it in sys.modules, and dataclasses then cannot resolve string annotations (AttributeError).
+
+Hydra's plugin scan imports this module in every Hydra process, so it stays light: the config
+dataclass and a thin Launcher that stores settings. The work is in `_core`, imported in launch().
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass
+class HpsearchLauncherConf:
+    _target_: str = "hydra_plugins.hpsearch_launcher.hpsearch_launcher.HpsearchLauncher"
+    # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none) or a list of GPU ids used
+    # as given. Defaults to the app's `device.gpus` when it has one (hpsearch's device=cpu: []).
+    gpus: Any = "${oc.select:device.gpus,auto}"
+    # Jobs that share one GPU at a time (slots per GPU), an integer >= 1.
+    jobs_per_gpu: int = 1
+    # Each job's share of its GPU's memory, in (0, 1]; null: 0.9 / jobs_per_gpu.
+    memory_fraction: Any = None
+    # Jobs at once when there is no GPU; null: the number of CPU cores.
+    n_jobs: Any = None
+    # Per-job wall-clock limit in seconds; the job's process tree is killed past it. null: none.
+    timeout: Any = None
+    # TF_FORCE_GPU_ALLOW_GROWTH for each job: allocate GPU memory as needed, up to the cap.
+    allow_growth: bool = True
+    # Extra environment variables for every job (applied last: they win).
+    env: dict[str, str] = field(default_factory=dict)
+
+
+ConfigStore.instance().store(
+    group="hydra/launcher", name="hpsearch", node=HpsearchLauncherConf, provider="hpsearch"
+)
+
+
+class HpsearchLauncher(Launcher):
+    def __init__(self, **params: Any) -> None:
+        # Plain lists and dicts: the settings checks need no OmegaConf.
+        self.params = {
+            k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in params.items()
+        }
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: HydraContext | None = None
+
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.task_function = task_function
+        self.hydra_context = hydra_context
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from hydra_plugins.hpsearch_launcher import _core
+
+        return _core.launch(self, job_overrides, initial_job_idx)

@@ -1,0 +1,86 @@
+"""Shared helpers: run hpsearch or the probe app in a subprocess, and prove nothing is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROBE = REPO / "tests" / "apps" / "probe.py"
+
+
+def processes_tagged(tag: str) -> list[psutil.Process]:
+    """Processes whose environment carries `tag`: a sweep's jobs, their children, loky's helpers."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("HPSEARCH_TEST_TAG") == tag and proc.status() != "zombie":
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_no_tagged(tag: str, within: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + within
+    while (left := processes_tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+class Runner:
+    """Starts commands with a unique tag in their environment; checks none outlives the test."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tag = uuid.uuid4().hex
+        self.tmp_path = tmp_path
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ, HPSEARCH_TEST_TAG=self.tag, PYTHONUNBUFFERED="1")
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        return env | (extra or {})
+
+    def popen(
+        self, args: Sequence[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        # Default signal handlers: a shell's background job would inherit SIGINT as ignored.
+        return subprocess.Popen(
+            [sys.executable, *args],
+            cwd=self.tmp_path,
+            env=self.env(env),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+
+    def run(
+        self, args: Sequence[str], env: dict[str, str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        proc = self.popen(args, env)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            pytest.fail(f"{args} timed out after {timeout}s:\n{out}")
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[Runner]:
+    r = Runner(tmp_path)
+    yield r
+    left = wait_no_tagged(r.tag, within=10)
+    for proc in left:
+        proc.kill()
+    assert not left, f"processes left behind: {[(p.pid, p.cmdline()) for p in left]}"

@@ -1,0 +1,66 @@
+"""Hydra's own launcher conformance suites, which every official launcher runs, against ours."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
+
+from hydra_plugins.hpsearch_launcher.hpsearch_launcher import HpsearchLauncher
+
+
+def test_discovery() -> None:
+    assert HpsearchLauncher.__name__ in [x.__name__ for x in Plugins.instance().discover(Launcher)]
+
+
+def test_discovery_in_a_fresh_process_is_clean() -> None:
+    """Hydra's scan imports our module in every Hydra process: it must import cleanly, fast,
+    and without dragging in TensorFlow or loky."""
+    code = (
+        "import sys\n"
+        "from hydra.core.plugins import Plugins\n"
+        "from hydra.plugins.launcher import Launcher\n"
+        "names = [x.__name__ for x in Plugins.instance().discover(Launcher)]\n"
+        "assert 'HpsearchLauncher' in names, names\n"
+        "heavy = [m for m in ('tensorflow', 'keras', 'loky', 'psutil') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+# Hydra's suite checks the numbered run dirs of its default subdir: asking for it on the
+# command line is how a user keeps numbered dirs (ours are otherwise named from overrides).
+@pytest.mark.parametrize(
+    ("launcher_name", "overrides"),
+    [("hpsearch", ["hydra.sweep.subdir=${hydra.job.num}", "hydra.launcher.n_jobs=2"])],
+)
+class TestHpsearchLauncher(LauncherTestSuite):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("task_launcher_cfg", "extra_flags"),
+    [
+        (
+            {
+                "defaults": [
+                    {"override hydra/launcher": "hpsearch"},
+                    {"override hydra/hydra_logging": "hydra_debug"},
+                    {"override hydra/job_logging": "disabled"},
+                ],
+                "hydra": {"launcher": {"n_jobs": 2}},
+            },
+            ["-m"],
+        )
+    ],
+)
+class TestHpsearchLauncherIntegration(IntegrationTestSuite):
+    pass

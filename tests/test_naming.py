@@ -1,0 +1,101 @@
+"""Run directory names: from the swept overrides, safe on any filesystem, distinct."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hydra_plugins.hpsearch_launcher._naming import (
+    MAX_COMPONENT_BYTES,
+    claim_run_dir,
+    run_dir_name,
+    varying_keys,
+)
+
+GRID = [
+    ["lr=0.001", "batch=32", "device=cpu"],
+    ["lr=0.01", "batch=32", "device=cpu"],
+    ["lr=0.001", "batch=128", "device=cpu"],
+    ["lr=0.01", "batch=128", "device=cpu"],
+]
+
+
+def test_only_varying_keys_sorted() -> None:
+    keys = varying_keys(GRID)
+    assert keys == {"lr", "batch"}
+    assert [run_dir_name(o, keys, i) for i, o in enumerate(GRID)] == [
+        "batch=32,lr=0.001",
+        "batch=32,lr=0.01",
+        "batch=128,lr=0.001",
+        "batch=128,lr=0.01",
+    ]
+
+
+def test_swept_keys_count_even_in_a_batch_of_one() -> None:
+    # Optuna hands batches of 1 or 2: the sweeper's params decide, not the batch alone.
+    keys = varying_keys([["lr=0.003", "seed=1"]], swept=["lr"])
+    assert run_dir_name(["lr=0.003", "seed=1"], keys, 0) == "lr=0.003"
+
+
+def test_a_key_some_jobs_lack_varies() -> None:
+    keys = varying_keys([["+a=1"], ["+a=1", "+b=2"]])
+    assert keys == {"b"}
+
+
+def test_nothing_varies_uses_all_overrides_then_job_number() -> None:
+    assert run_dir_name(["lr=0.1", "batch=8"], set(), 0) == "batch=8,lr=0.1"
+    assert run_dir_name([], set(), 7) == "job7"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("x/../../../evil", "k=x%2F..%2F..%2F..%2Fevil"),
+        ("..", "k=.."),
+        ("a b", "k=a%20b"),
+        ('a"=0"', "k=a%22=0%22"),
+        ("a'; echo foo", "k=a%27%3B%20echo%20foo"),
+        ("tab\there", "k=tab%09here"),
+        ("new\nline", "k=new%0Aline"),
+        ("100%", "k=100%25"),
+        ("C:\\x", "k=C%3A%5Cx"),
+        ("naïve", "k=naïve"),
+        ("😀", "k=%F0%9F%98%80"),
+        ("", "k="),
+        ("[1,2]", "k=[1,2]"),
+        ("~2", "k=%7E2"),
+    ],
+)
+def test_nasty_values_are_escaped(value: str, expected: str) -> None:
+    assert run_dir_name([f"k={value}"], {"k"}, 0) == expected
+
+
+def test_escaping_keeps_distinct_values_distinct() -> None:
+    values = ["a/b", "a_b", "a%2Fb", "a b", "a%20b", "1e-3", "0.001"]
+    names = {run_dir_name([f"k={v}"], {"k"}, 0) for v in values}
+    assert len(names) == len(values)
+
+
+def test_long_names_are_cut_with_a_hash() -> None:
+    a = run_dir_name(["k=" + "x" * 400 + "a"], {"k"}, 0)
+    b = run_dir_name(["k=" + "x" * 400 + "b"], {"k"}, 0)
+    assert a != b
+    assert len(a.encode()) <= MAX_COMPONENT_BYTES - 12
+    long_unicode = run_dir_name(["k=" + "é" * 300], {"k"}, 0)
+    assert len(long_unicode.encode()) <= MAX_COMPONENT_BYTES - 12
+    long_unicode.encode().decode()  # not cut inside a character
+
+
+@pytest.mark.parametrize(
+    "value", ["a 0", 'a"=0"', "a'; echo foo", "x/../../../evil", "..", "." * 300, "\x01\x7f"]
+)
+def test_claimed_dirs_stay_inside_the_sweep_dir(tmp_path: Path, value: str) -> None:
+    name = claim_run_dir(tmp_path, run_dir_name([f"k={value}"], {"k"}, 0))
+    created = (tmp_path / name).resolve()
+    assert created.is_dir() and created.parent == tmp_path.resolve()
+
+
+def test_claim_never_reuses_a_directory(tmp_path: Path) -> None:
+    names = [claim_run_dir(tmp_path, "lr=0.1") for _ in range(3)]
+    assert names == ["lr=0.1", "lr=0.1~2", "lr=0.1~3"]

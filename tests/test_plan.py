@@ -1,0 +1,163 @@
+"""The sweep plan: round-robin slots, devices, job environments. Pure, fake GPU ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from hydra_plugins.hpsearch_launcher._plan import (
+    CPU,
+    SlotPool,
+    job_env,
+    slots_per_device,
+    sweep_devices,
+    visible_gpus,
+)
+from hydra_plugins.hpsearch_launcher._settings import LauncherSettingsError, parse_settings
+
+
+def replay(devices: list[str], slots: int, events: list[str]) -> list[str]:
+    """Run a script of 'start' and 'end N' (N = the job number) through a pool; return each
+    job's device in start order."""
+    pool, placed = SlotPool(devices, slots), []
+    for event in events:
+        if event == "start":
+            placed.append(pool.acquire())
+        else:
+            pool.release(placed[int(event.split()[1])])
+    return placed
+
+
+@pytest.mark.parametrize(
+    ("devices", "slots", "events", "expected"),
+    [
+        pytest.param(["0", "1", "2"], 1, ["start"] * 3, ["0", "1", "2"], id="one-each"),
+        pytest.param(["0", "1", "2"], 2, ["start"] * 6, ["0", "1", "2"] * 2, id="two-slots"),
+        pytest.param(
+            ["0", "1"],
+            1,
+            ["start", "start", "end 0", "start", "end 1", "start"],
+            ["0", "1", "0", "1"],
+            id="in-order-ends",
+        ),
+        # Job 1 ends before job 0: job 2 goes to the idle GPU 1, not to i % n = 0.
+        pytest.param(
+            ["0", "1"],
+            1,
+            ["start", "start", "end 1", "start"],
+            ["0", "1", "1"],
+            id="out-of-order-end-takes-the-idle-gpu",
+        ),
+        # After GPU 1 frees, the cursor is past it: the next free slot in order is taken.
+        pytest.param(
+            ["0", "1", "2"],
+            2,
+            ["start"] * 6 + ["end 4", "start", "end 0", "start", "end 2", "start"],
+            ["0", "1", "2", "0", "1", "2", "1", "0", "2"],
+            id="cursor-moves-on",
+        ),
+        pytest.param(
+            ["3", "7"],
+            2,
+            ["start"] * 4 + ["end 1", "end 3", "start", "start"],
+            ["3", "7", "3", "7", "7", "7"],
+            id="only-free-gpu-twice",
+        ),
+        pytest.param([CPU], 3, ["start"] * 3 + ["end 1", "start"], [CPU] * 4, id="cpu-slots"),
+    ],
+)
+def test_round_robin_over_free_slots(
+    devices: list[str], slots: int, events: list[str], expected: list[str]
+) -> None:
+    assert replay(devices, slots, events) == expected
+
+
+def test_twelve_equal_jobs_fifo_ends_give_four_per_gpu() -> None:
+    pool = SlotPool(["0", "1", "2"], 2)
+    placed = [pool.acquire() for _ in range(6)]
+    for done in range(6):  # each end is followed by the next start
+        pool.release(placed[done])
+        placed.append(pool.acquire())
+    assert placed == ["0", "1", "2"] * 4
+
+
+def test_pool_never_exceeds_slots_and_refuses_misuse() -> None:
+    pool = SlotPool(["0", "1"], 2)
+    for _ in range(4):
+        pool.acquire()
+    assert not pool.has_free() and pool.busy == {"0": 2, "1": 2}
+    with pytest.raises(RuntimeError, match="every slot busy"):
+        pool.acquire()
+    pool.release("1")
+    assert pool.acquire() == "1"
+    with pytest.raises(RuntimeError, match="without a slot"):
+        SlotPool(["0"], 1).release("0")
+
+
+@pytest.mark.parametrize(
+    ("environ", "nvml", "expected"),
+    [
+        ({"CUDA_VISIBLE_DEVICES": "2,3"}, ["0", "1", "2", "3"], ("2", "3")),
+        ({"CUDA_VISIBLE_DEVICES": ""}, ["0"], ()),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, ["0"], ()),
+        ({"CUDA_VISIBLE_DEVICES": "1,-1,2"}, ["0", "1", "2"], ("1",)),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-abc"}, [], ("GPU-abc",)),
+        ({}, ["0", "1"], ("0", "1")),
+        ({}, [], ()),
+    ],
+)
+def test_visible_gpus(environ: dict[str, str], nvml: list[str], expected: tuple[str, ...]) -> None:
+    assert visible_gpus(environ, lambda: nvml) == expected
+
+
+@pytest.mark.parametrize(
+    ("params", "environ", "nvml", "devices", "slots"),
+    [
+        ({"gpus": "auto", "jobs_per_gpu": 2}, {}, ["0", "1"], ("0", "1"), 2),
+        ({"gpus": "auto", "n_jobs": 3}, {}, [], (CPU,), 3),
+        ({"gpus": [], "n_jobs": 4}, {"CUDA_VISIBLE_DEVICES": "0"}, ["0"], (CPU,), 4),
+        ({"gpus": [0, 1, 2]}, {}, [], ("0", "1", "2"), 1),  # simulated: no NVML to contradict
+        ({"gpus": [1]}, {}, ["0", "1"], ("1",), 1),
+    ],
+)
+def test_sweep_devices(
+    params: dict, environ: dict, nvml: list[str], devices: tuple, slots: int
+) -> None:
+    settings = parse_settings(params)
+    got = sweep_devices(settings, environ, lambda: nvml)
+    assert got == devices
+    assert slots_per_device(settings, got) == slots
+
+
+def test_gpu_that_nvml_does_not_have_fails_before_any_job() -> None:
+    with pytest.raises(LauncherSettingsError, match=r"no GPU 5 on this machine \(NVML sees 0, 1\)"):
+        sweep_devices(parse_settings({"gpus": [0, 5]}), {}, lambda: ["0", "1"])
+
+
+def test_job_env_on_gpu() -> None:
+    settings = parse_settings({"gpus": [0, 1], "jobs_per_gpu": 2, "env": {"MY_VAR": 1}})
+    env = job_env("1", settings, slots=2, parent_pid=42, memory_total_mb=80_000, cpu_count=16)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["HPSEARCH_GPU_MEMORY_FRACTION"] == "0.45"
+    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.45"
+    assert env["HPSEARCH_GPU_MEMORY_LIMIT_MB"] == "36000"
+    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert env["HPSEARCH_PARENT_PID"] == "42"
+    assert env["MY_VAR"] == "1"
+    assert "HPSEARCH_CPU_THREADS" not in env
+
+
+def test_job_env_on_cpu_hides_gpus_and_splits_cores() -> None:
+    settings = parse_settings({"gpus": [], "n_jobs": 4, "memory_fraction": 0.2})
+    env = job_env(CPU, settings, slots=4, parent_pid=1, memory_total_mb=None, cpu_count=8)
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert env["HPSEARCH_CPU_THREADS"] == env["OMP_NUM_THREADS"] == "2"
+    assert "HPSEARCH_GPU_MEMORY_FRACTION" not in env
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in env
+
+
+def test_user_env_wins() -> None:
+    settings = parse_settings({"gpus": [0], "env": {"TF_FORCE_GPU_ALLOW_GROWTH": "false"}})
+    env = job_env("0", settings, slots=1, parent_pid=1, memory_total_mb=None, cpu_count=1)
+    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    assert "HPSEARCH_GPU_MEMORY_LIMIT_MB" not in env  # no NVML total: the job asks NVML itself
