@@ -9,8 +9,16 @@ import pytest
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
+from hydra.version import _UNSPECIFIED_, VersionBase
 
 from hydra_plugins.hpsearch_launcher.hpsearch_launcher import HpsearchLauncher
+
+
+@pytest.fixture(autouse=True)
+def hydra_unset_version_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing hpsearch.app runs hydra.main(version_base="1.3"), which sets Hydra's global
+    version base; Hydra's suites expect it unset, as in Hydra's own test runs."""
+    monkeypatch.setattr(VersionBase.instance(), "version_base", _UNSPECIFIED_)
 
 
 def test_discovery() -> None:

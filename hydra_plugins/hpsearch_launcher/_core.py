@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
-from hydra.errors import HydraException
+from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hpsearch import gpu_env
@@ -48,8 +48,12 @@ INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is
 POLL_S = 0.5
 
 
-class JobFailed(HydraException):
-    """A job that did not return: its process died, timed out, or its task raised."""
+class JobFailed(CompactHydraException):
+    """A job that did not return: its process died or timed out."""
+
+
+class JobConfigError(CompactHydraException):
+    """A job's config failed the task's preflight check: raised before any job starts."""
 
 
 class SweepInterrupted(BaseException):
@@ -132,8 +136,21 @@ def _compose_jobs(
                 sweep_config.hydra.sweep.subdir = name
         HydraConfig.instance().set_config(sweep_config)  # lets hydra.* interpolations resolve
         label = str(sweep_config.hydra.sweep.subdir)
+        _preflight(launcher.task_function, sweep_config, f"job {num} ({label})")
         jobs.append(Job(index, num, list(overrides), sweep_config, label))
     return jobs
+
+
+def _preflight(task_function: Any, sweep_config: DictConfig, job: str) -> None:
+    """The task's own checks (a `preflight` attribute of the task function), run here so a
+    bad value anywhere in the sweep stops it before the first job starts."""
+    check = getattr(task_function, "preflight", None)
+    if check is None:
+        return
+    try:
+        check(sweep_config)
+    except ValueError as err:
+        raise JobConfigError(f"{job}: {err}") from None
 
 
 def _subdir_is_default(config: DictConfig) -> bool:

@@ -8,15 +8,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.errors import HydraException
+from hydra.errors import CompactHydraException
 
 # Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
 DEFAULT_MEMORY_SHARE = 0.9
 _GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 
 
-class LauncherSettingsError(HydraException):
-    """A bad hydra.launcher.* value: the message names the value, the rule and the fix."""
+class LauncherSettingsError(CompactHydraException):
+    """A bad hydra.launcher.* value: the message names the value, the rule and the fix.
+    (Compact: Hydra prints the message alone, no traceback.)"""
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from hpsearch.errors import ConfigError
-
-log = logging.getLogger("hpsearch")
+from hpsearch.validate import validate_config
 
 # conf/ at the repository root, found from a checkout or an editable install.
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
@@ -29,16 +28,59 @@ def train_task(cfg: DictConfig) -> float:
     try:
         record = run(cfg, output_dir=output_dir)
     except ConfigError as err:
-        log.error("%s", err)
-        print(f"hpsearch: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _exit_with(err)
     return float(record["objective"]["value"])
 
+
+train_task.preflight = validate_config  # type: ignore[attr-defined]  # run by our launcher
 
 _hydra_main = hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")(
     train_task
 )
 
 
+def check_group_choices(args: list[str], config_dir: Path) -> None:
+    """Reject an unknown config group option (`model=foo`, `model=mlp,foo`) in one line.
+
+    Hydra would say it too, over several lines; this runs first, on the command line alone.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            override = parser.parse_overrides([arg])[0]
+            group = override.key_or_group
+            values = (
+                list(override.sweep_string_iterator())
+                if override.is_sweep_override()
+                else [override.get_value_element_as_str()]
+            )
+        except Exception:  # not ours to judge: Hydra reports its own syntax errors
+            continue
+        if not (config_dir / group).is_dir():
+            continue
+        known = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+        for value in values:
+            if value not in known:
+                raise ConfigError(
+                    f"{group}={value}: no such {group} (choose from "
+                    f"{', '.join(known)}; e.g. {group}={known[0]})"
+                )
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    if not any(a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args):
+        try:
+            check_group_choices(args, Path(CONFIG_DIR))
+        except ConfigError as err:
+            _exit_with(err)
     _hydra_main()
+
+
+def _exit_with(err: ConfigError) -> NoReturn:
+    print(f"hpsearch: error: {err}", file=sys.stderr)
+    raise SystemExit(2) from None

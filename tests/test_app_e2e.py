@@ -1,0 +1,92 @@
+"""`python -m hpsearch` end to end, in subprocesses, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Runner
+
+pytestmark = pytest.mark.slow
+
+TF_NOISE = ("oneDNN", "absl::InitializeLog", "cuda_", "E0000", "I0000")
+
+
+def test_single_run_writes_metrics(runner: Runner, tmp_path: Path) -> None:
+    result = runner.run(["-m", "hpsearch", "device=cpu", "epochs=1", "hydra.run.dir=run"])
+    assert result.returncode == 0, result.stdout
+    record = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert record["status"] == "completed" and len(record["history"]) == 1
+    assert 0.0 <= record["final"]["test_accuracy"] <= 1.0
+    assert (tmp_path / "run" / "hpsearch.log").exists()  # hydra.job.name, not __main__
+    assert "epoch 1/1" in result.stdout
+    assert not [n for n in TF_NOISE if n in result.stdout], result.stdout
+
+
+def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) -> None:
+    result = runner.run(
+        [
+            "-m",
+            "hpsearch",
+            "--multirun",
+            "lr=1e-3,1e-2",
+            "batch=32,128",
+            "device=cpu",
+            "epochs=1",
+            "hydra.sweep.dir=sweep",
+            "hydra.launcher.n_jobs=4",
+        ]
+    )
+    assert result.returncode == 0, result.stdout
+    names = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert names == [
+        "batch=128,lr=0.001",
+        "batch=128,lr=0.01",
+        "batch=32,lr=0.001",
+        "batch=32,lr=0.01",
+    ]
+    for name in names:
+        run_dir = tmp_path / "sweep" / name
+        record = json.loads((run_dir / "metrics.json").read_text())
+        assert record["device"]["type"] == "cpu"
+        assert f"lr={record['params']['lr']}" in name
+        assert "epoch 1/1" in (run_dir / "stdout.log").read_text()
+        assert (run_dir / "stderr.log").exists()
+    assert result.stdout.count(" done ") == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["model=transformer"], 2, "hpsearch: error: model=transformer: no such model"),
+        (["lr=-1"], 2, "hpsearch: error: lr=-1: must be > 0 (e.g. lr=1e-3)"),
+        (["batch=0"], 2, "hpsearch: error: batch=0: must be > 0 (e.g. batch=32)"),
+        (["data=npz", "data.path=missing.npz"], 2, "data.path='missing.npz': no such file"),
+        (["data=npz", "data.path=wrong.npz"], 2, "data.path='wrong.npz': missing keys y_test"),
+        (["--multirun", "lr=1e-3,-1"], 1, "job 1 (lr=-1): lr=-1: must be > 0"),
+        (
+            ["--multirun", "lr=1,2", "hydra.launcher.memory_fraction=1.5"],
+            1,
+            "hydra.launcher.memory_fraction=1.5: must be a number in (0, 1] or null",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_before_training(
+    runner: Runner, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    np.savez(
+        tmp_path / "wrong.npz",
+        x_train=np.zeros((4, 2)),
+        y_train=np.zeros(4),
+        x_test=np.zeros((2, 2)),
+    )
+    result = runner.run(["-m", "hpsearch", *args, "device=cpu", "hydra.sweep.dir=sweep"])
+    assert result.returncode == code, result.stdout
+    assert message in result.stdout
+    assert "Traceback" not in result.stdout
+    assert "epoch 1/" not in result.stdout  # nothing trained
+    assert not (tmp_path / "sweep").exists() or not list(
+        (tmp_path / "sweep").glob("*/metrics.json")
+    )

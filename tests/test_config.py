@@ -1,0 +1,161 @@
+"""Config composition of every group, and the checks that run before any training."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from hpsearch.app import CONFIG_DIR, check_group_choices
+from hpsearch.errors import ConfigError
+from hpsearch.validate import validate_config
+
+
+@pytest.fixture
+def make_cfg(hydra_restore_singletons: None) -> Iterator:
+    def make(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            return compose("config", overrides=list(overrides))
+
+    yield make
+
+
+def test_defaults(make_cfg) -> None:
+    cfg = make_cfg()
+    assert (cfg.model.name, cfg.data.name, cfg.optimizer.name, cfg.device.type) == (
+        "mlp",
+        "digits",
+        "adam",
+        "auto",
+    )
+    assert (cfg.lr, cfg.batch, cfg.seed) == (1e-3, 64, 0)
+    validate_config(cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "value"),
+    [
+        ("model=cnn", "model.filters", [32, 64]),
+        ("model=mlp", "model.hidden", [256, 128]),
+        ("data=synthetic", "data.shape", [28, 28]),
+        ("optimizer=sgd", "optimizer.momentum", 0.9),
+        ("optimizer=adam", "optimizer.decay_rate", 0.95),
+        ("device=cpu", "device.gpus", []),
+        ("device=gpu", "device.type", "gpu"),
+        ("lr=1e-2", "lr", 0.01),
+        ("batch=32", "batch", 32),
+    ],
+)
+def test_each_group_composes(make_cfg, override: str, key: str, value: object) -> None:
+    cfg = make_cfg(override)
+    node = cfg
+    for part in key.split("."):
+        node = node[part]
+    assert node == value
+    validate_config(cfg)
+
+
+def test_the_launcher_is_hpsearch_and_job_name_is_set(make_cfg, hydra_restore_singletons) -> None:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["device=cpu"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.endswith("HpsearchLauncher")
+    assert cfg.hydra.job.name == "hpsearch"
+    assert list(cfg.hydra.launcher.gpus) == []  # device=cpu: no GPU for the launcher either
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["lr=-1"], "lr=-1: must be > 0 (e.g. lr=1e-3)"),
+        (["lr=0"], "lr=0: must be > 0"),
+        (["lr=fast"], "lr='fast': must be a number (e.g. lr=1e-3)"),
+        (["batch=0"], "batch=0: must be > 0 (e.g. batch=32)"),
+        (["batch=1.5"], "batch=1.5: must be an integer (e.g. batch=32)"),
+        (["epochs=0"], "epochs=0: must be > 0"),
+        (["split.val=0.6", "split.test=0.5"], "split.val + split.test = 1.1: must be < 1"),
+        (["objective.metric=f1"], "objective.metric='f1': must be one of train_loss"),
+        (["objective.mode=up"], "objective.mode='up': must be one of max, min"),
+        (["model.dropout=1.0"], "model.dropout=1.0: must be in [0, 1)"),
+        (["model.hidden=[]"], "model.hidden=[]: needs at least one layer"),
+        (["model=cnn", "model.filters=[32,-1]"], "model.filters=-1: must be > 0"),
+        (["optimizer.decay_rate=0"], "optimizer.decay_rate=0: must be in (0, 1]"),
+        (["optimizer=sgd", "optimizer.momentum=1.5"], "optimizer.momentum=1.5: must be in [0, 1)"),
+        (["data=synthetic", "data.n=5"], "data.n=5: needs at least 2 samples per class"),
+        (["data=synthetic", "data.shape=[28,0]"], "data.shape=[28, 0]: must be 1 or 2 positive"),
+        (["data=npz"], "data.path is not set: data=npz needs the file"),
+        (
+            ["data=npz", "data.path=/nonexistent/mnist.npz"],
+            "data.path='/nonexistent/mnist.npz': no such file",
+        ),
+    ],
+)
+def test_bad_values_name_the_value_and_the_fix(
+    make_cfg, overrides: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_config(make_cfg(*overrides))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["model=foo"], "model=foo: no such model (choose from cnn, mlp; e.g. model=cnn)"),
+        (["--multirun", "model=mlp,bogus"], "model=bogus: no such model"),
+        (["optimizer=rmsprop"], "optimizer=rmsprop: no such optimizer (choose from adam, sgd"),
+        (["device=tpu"], "device=tpu: no such device (choose from auto, cpu, gpu"),
+    ],
+)
+def test_unknown_group_options(args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_group_choices(args, Path(CONFIG_DIR))
+
+
+def test_known_group_options_and_other_keys_pass() -> None:
+    check_group_choices(
+        [
+            "--multirun",
+            "model=mlp,cnn",
+            "data=digits",
+            "lr=1e-3,1e-2",
+            "hydra.launcher.n_jobs=2",
+            "+extra=1",
+        ],
+        Path(CONFIG_DIR),
+    )
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"x_train": np.zeros((4, 2)), "y_train": np.zeros(4)}, "missing keys x_test, y_test"),
+        (
+            {"images": np.zeros((4, 2))},
+            "missing keys x_train, y_train, x_test, y_test (found images",
+        ),
+    ],
+)
+def test_npz_with_wrong_keys(make_cfg, tmp_path: Path, arrays: dict, message: str) -> None:
+    from hpsearch.data import load_datasets
+
+    path = tmp_path / "bad.npz"
+    np.savez(path, **arrays)
+    cfg = make_cfg("data=npz", f"data.path={path}")
+    validate_config(cfg)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_datasets(cfg)
+
+
+def test_npz_that_is_not_an_archive(make_cfg, tmp_path: Path) -> None:
+    from hpsearch.data import load_datasets
+
+    path = tmp_path / "text.npz"
+    path.write_text("not numpy")
+    with pytest.raises(ConfigError, match=r"not a readable \.npz"):
+        load_datasets(make_cfg("data=npz", f"data.path={path}"))

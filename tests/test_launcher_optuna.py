@@ -1,0 +1,42 @@
+"""An Optuna sweep (hydra-optuna-sweeper) runs its trials through our launcher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import PROBE, Runner
+
+pytestmark = pytest.mark.slow
+
+
+def test_optuna_gets_each_trials_objective(runner: Runner, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = runner.run(
+        [
+            str(PROBE),
+            "--multirun",
+            "hydra/sweeper=optuna",
+            "hydra.sweeper.n_trials=6",
+            "hydra.sweeper.n_jobs=2",
+            "hydra.sweeper.direction=maximize",
+            "hydra.sweeper.sampler.seed=3",
+            "x=range(0,50)",
+            f"marks={marks}",
+            "hydra.launcher.n_jobs=2",
+        ]
+    )
+    assert result.returncode == 0, result.stdout
+    records = [json.loads(line) for line in (marks / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 6
+    assert len({r["pid"] for r in records}) == 6
+    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+    # The probe returns x: Optuna saw every trial's value only if its best is the largest x run.
+    assert best["best_value"] == max(r["x"] for r in records)
+    assert best["best_params"] == {"x": max(r["x"] for r in records)}
+    # Optuna's batches of 2 still name runs after the swept key alone.
+    names = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert all(name.startswith("x=") for name in names), names
