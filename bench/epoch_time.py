@@ -45,21 +45,15 @@ def worker(kind: str, overrides: list[str]) -> list[float]:
         from hpsearch.train import run
 
         return [row["seconds"] for row in run(cfg)["history"]]
-    import math
-
     import keras
 
     from hpsearch.data import load_datasets
-    from hpsearch.model import build_model, build_optimizer
+    from hpsearch.model import build_model, compile_model
 
     data = load_datasets(cfg)
     keras.utils.set_random_seed(int(cfg.seed))
-    model = build_model(cfg.model, data.input_shape, data.n_classes)
-    steps = math.ceil(len(data.x_train) / int(cfg.batch))
-    model.compile(
-        optimizer=build_optimizer(cfg.optimizer, float(cfg.lr), steps),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
+    model = compile_model(
+        build_model(cfg.model, data.input_shape, data.n_classes), cfg, len(data.x_train)
     )
     times: list[float] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -63,6 +64,10 @@ class Runner:
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
+    def probe_sweep(self, marks: Path, *args: str) -> list[str]:
+        """The command line of a probe app sweep."""
+        return [str(PROBE), "--multirun", f"marks={marks}", *args]
+
     def run(
         self, args: Sequence[str], env: dict[str, str] | None = None, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
@@ -74,6 +79,20 @@ class Runner:
             out, _ = proc.communicate()
             pytest.fail(f"{args} timed out after {timeout}s:\n{out}")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+def read_records(marks: Path) -> list[dict]:
+    """What each probe job recorded, by job number."""
+    lines = (marks / "records.jsonl").read_text().splitlines()
+    return sorted((json.loads(line) for line in lines), key=lambda r: r["num"])
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    """The probe's directory for start/end marks and records."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
 
 
 @pytest.fixture

@@ -24,13 +24,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def launch(runner: Runner, tmp_path: Path, hydra_restore_singletons: None) -> Iterator:
+def launch(runner: Runner, marks: Path, tmp_path: Path, hydra_restore_singletons: None) -> Iterator:
     """Run our launcher in this process, as a sweeper would, and hand back its JobReturns."""
 
     def run(jobs: list[list[str]], *overrides: str) -> list[JobReturn]:
         """Each job's own overrides are what a sweeper hands over: every task override."""
-        marks = tmp_path / "marks"
-        marks.mkdir(exist_ok=True)
         GlobalHydra.instance().clear()
         hydra = Hydra.create_main_hydra2(
             task_name="probe",
@@ -102,20 +100,10 @@ def wait_for(paths: list[Path], within: float = 60) -> None:
     [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)],
 )
 def test_stopping_the_sweep_ends_every_job_tree(
-    runner: Runner, tmp_path: Path, sig: signal.Signals, exit_code: int
+    runner: Runner, marks: Path, sig: signal.Signals, exit_code: int
 ) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    sweep = runner.popen(
-        [
-            str(PROBE),
-            "--multirun",
-            "x=0,1,2,3",
-            f"marks={marks}",
-            "mode=hang",
-            "hydra.launcher.n_jobs=2",
-        ]
-    )
+    args = runner.probe_sweep(marks, "x=0,1,2,3", "mode=hang", "hydra.launcher.n_jobs=2")
+    sweep = runner.popen(args)
     wait_for([marks / "start-0", marks / "start-1"])
     time.sleep(0.5)  # the jobs' grandchildren have started too
     tree = processes_tagged(runner.tag)

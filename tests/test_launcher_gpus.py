@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from conftest import PROBE, Runner
+from conftest import Runner, read_records
 
 pytestmark = pytest.mark.slow
-
-
-def read_records(marks: Path) -> list[dict]:
-    lines = (marks / "records.jsonl").read_text().splitlines()
-    return sorted((json.loads(line) for line in lines), key=lambda r: r["num"])
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -25,23 +19,20 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
-def test_twelve_jobs_on_three_simulated_gpus_two_slots_each(runner: Runner, tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    result = runner.run(
-        [
-            str(PROBE),
-            "--multirun",
-            f"x={','.join(map(str, range(12)))}",
-            f"marks={marks}",
-            # Jobs end in start order, so that round-robin is exact: a job's successor on a slot
-            # is the next job in line.
-            "chain=true",
-            "sleep=0.5",
-            "hydra.launcher.gpus=[0,1,2]",
-            "hydra.launcher.jobs_per_gpu=2",
-        ]
+def test_twelve_jobs_on_three_simulated_gpus_two_slots_each(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    # chain: jobs end in start order, so round-robin is exact (a slot's next job is the next
+    # in line).
+    args = runner.probe_sweep(
+        marks,
+        f"x={','.join(map(str, range(12)))}",
+        "chain=true",
+        "sleep=0.5",
+        "hydra.launcher.gpus=[0,1,2]",
+        "hydra.launcher.jobs_per_gpu=2",
     )
+    result = runner.run(args)
     assert result.returncode == 0, result.stdout
     records = read_records(marks)
     assert [r["num"] for r in records] == list(range(12))
@@ -59,29 +50,19 @@ def test_twelve_jobs_on_three_simulated_gpus_two_slots_each(runner: Runner, tmp_
         assert f"job {num} start  gpu {'012'[num % 3]}" in result.stdout
         assert f"job {num} done   gpu {'012'[num % 3]}" in result.stdout
     # Runs are named from the swept key; logs are in each run dir.
-    sweep = tmp_path / "sweep"
     for r in records:
-        run_dir = sweep / f"x={r['num']}"
+        run_dir = tmp_path / "sweep" / f"x={r['num']}"
         assert Path(r["output_dir"]) == run_dir
         assert f"probe job {r['num']} stdout" in (run_dir / "stdout.log").read_text()
         assert f"probe job {r['num']} stderr" in (run_dir / "stderr.log").read_text()
 
 
-def test_cpu_mode_hides_gpus_and_caps_concurrency(runner: Runner, tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    result = runner.run(
-        [
-            str(PROBE),
-            "--multirun",
-            "x=0,1,2,3",
-            f"marks={marks}",
-            "sleep=1.0",
-            "hydra.launcher.gpus=[]",
-            "hydra.launcher.n_jobs=2",
-        ],
-        env={"CUDA_VISIBLE_DEVICES": "0,1"},  # the parent's GPUs must not leak into CPU jobs
+def test_cpu_mode_hides_gpus_and_caps_concurrency(runner: Runner, marks: Path) -> None:
+    args = runner.probe_sweep(
+        marks, "x=0,1,2,3", "sleep=1.0", "hydra.launcher.gpus=[]", "hydra.launcher.n_jobs=2"
     )
+    # The parent's GPUs must not leak into CPU jobs.
+    result = runner.run(args, env={"CUDA_VISIBLE_DEVICES": "0,1"})
     assert result.returncode == 0, result.stdout
     records = read_records(marks)
     assert [r["cuda"] for r in records] == [""] * 4
@@ -89,21 +70,11 @@ def test_cpu_mode_hides_gpus_and_caps_concurrency(runner: Runner, tmp_path: Path
     assert max_overlap([(r["start"], r["end"]) for r in records]) <= 2
 
 
-def test_auto_gpus_follow_cuda_visible_devices(runner: Runner, tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    result = runner.run(
-        [
-            str(PROBE),
-            "--multirun",
-            "x=0,1,2,3",
-            f"marks={marks}",
-            "chain=true",
-            "sleep=0.3",
-            "hydra.launcher.memory_fraction=0.3",
-        ],
-        env={"CUDA_VISIBLE_DEVICES": "5,7"},
+def test_auto_gpus_follow_cuda_visible_devices(runner: Runner, marks: Path) -> None:
+    args = runner.probe_sweep(
+        marks, "x=0,1,2,3", "chain=true", "sleep=0.3", "hydra.launcher.memory_fraction=0.3"
     )
+    result = runner.run(args, env={"CUDA_VISIBLE_DEVICES": "5,7"})
     assert result.returncode == 0, result.stdout
     records = read_records(marks)
     assert [r["cuda"] for r in records] == ["5", "7", "5", "7"]

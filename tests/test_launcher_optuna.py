@@ -2,35 +2,29 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import PROBE, Runner
+from conftest import Runner, read_records
 
 pytestmark = pytest.mark.slow
 
 
-def test_optuna_gets_each_trials_objective(runner: Runner, tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    result = runner.run(
-        [
-            str(PROBE),
-            "--multirun",
-            "hydra/sweeper=optuna",
-            "hydra.sweeper.n_trials=6",
-            "hydra.sweeper.n_jobs=2",
-            "hydra.sweeper.direction=maximize",
-            "hydra.sweeper.sampler.seed=3",
-            "x=range(0,50)",
-            f"marks={marks}",
-            "hydra.launcher.n_jobs=2",
-        ]
+def test_optuna_gets_each_trials_objective(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    args = runner.probe_sweep(
+        marks,
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.n_trials=6",
+        "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.direction=maximize",
+        "hydra.sweeper.sampler.seed=3",
+        "x=range(0,50)",
+        "hydra.launcher.n_jobs=2",
     )
+    result = runner.run(args)
     assert result.returncode == 0, result.stdout
-    records = [json.loads(line) for line in (marks / "records.jsonl").read_text().splitlines()]
+    records = read_records(marks)
     assert len(records) == 6
     assert len({r["pid"] for r in records}) == 6
     best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())

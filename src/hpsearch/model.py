@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import keras
@@ -56,3 +57,14 @@ def build_optimizer(opt_cfg: DictConfig, lr: float, steps_per_epoch: int) -> Any
             nesterov=bool(opt_cfg.nesterov),
         )
     return keras.optimizers.Adam(learning_rate=schedule)
+
+
+def compile_model(model: Any, cfg: DictConfig, n_train: int) -> Any:
+    """Compile `model` for `cfg`: its optimizer and schedule, sparse cross-entropy, accuracy."""
+    steps_per_epoch = math.ceil(n_train / int(cfg.batch))
+    model.compile(
+        optimizer=build_optimizer(cfg.optimizer, float(cfg.lr), steps_per_epoch),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model

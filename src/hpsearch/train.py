@@ -7,7 +7,6 @@ importing this module costs nothing, so the launcher's parent can reference the 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import platform
 import time
@@ -44,7 +43,7 @@ def run(
 
     from hpsearch.callbacks import EpochLog
     from hpsearch.devices import configure_devices
-    from hpsearch.model import build_model, build_optimizer
+    from hpsearch.model import build_model, compile_model
 
     device = configure_devices(tf, cfg.device.type)
     data = datasets if datasets is not None else load_datasets(cfg)
@@ -52,12 +51,8 @@ def run(
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
 
-    steps_per_epoch = math.ceil(len(data.x_train) / int(cfg.batch))
-    model = build_model(cfg.model, data.input_shape, data.n_classes)
-    model.compile(
-        optimizer=build_optimizer(cfg.optimizer, float(cfg.lr), steps_per_epoch),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
+    model = compile_model(
+        build_model(cfg.model, data.input_shape, data.n_classes), cfg, len(data.x_train)
     )
     log.info(
         "training %s on %s: %d train / %d val / %d test samples, %d parameters, %s",
