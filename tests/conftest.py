@@ -9,11 +9,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import psutil
 import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from hpsearch.app import CONFIG_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
@@ -85,6 +89,23 @@ def read_records(marks: Path) -> list[dict]:
     """What each probe job recorded, by job number."""
     lines = (marks / "records.jsonl").read_text().splitlines()
     return sorted((json.loads(line) for line in lines), key=lambda r: r["num"])
+
+
+@pytest.fixture
+def make_cfg(hydra_restore_singletons: None) -> Callable[..., DictConfig]:
+    """Compose hpsearch's config (conf/) with overrides, as `python -m hpsearch` would."""
+
+    def make(*overrides: str) -> DictConfig:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            return compose("config", overrides=list(overrides))
+
+    return make
+
+
+@pytest.fixture
+def train_cfg(make_cfg: Callable[..., DictConfig]) -> Callable[..., DictConfig]:
+    """A config for quick training tests: CPU, two epochs, then the given overrides."""
+    return lambda *overrides: make_cfg("device=cpu", "epochs=2", *overrides)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import Runner
 
@@ -55,6 +56,15 @@ def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) 
         assert "epoch 1/1" in (run_dir / "stdout.log").read_text()
         assert (run_dir / "stderr.log").exists()
     assert result.stdout.count(" done ") == 4
+    # The sweep's table holds each run's real metrics; the leaderboard closes the sweep.
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert sorted(table["status"]) == ["completed"] * 4
+    assert table["test_accuracy"].between(0, 1).all()
+    assert (table["objective"] == table["val_accuracy"]).all()
+    assert "Leaderboard (max objective): 4 finished, 0 failed or unfinished, 4 jobs" in (
+        result.stdout
+    )
+    assert all((tmp_path / "sweep" / name / "tb").is_dir() for name in names)
 
 
 @pytest.mark.parametrize(

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR, check_group_choices
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
-
-
-@pytest.fixture
-def make_cfg(hydra_restore_singletons: None) -> Iterator:
-    def make(*overrides: str) -> DictConfig:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            return compose("config", overrides=list(overrides))
-
-    yield make
 
 
 def test_defaults(make_cfg) -> None:

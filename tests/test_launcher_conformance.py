@@ -64,7 +64,10 @@ class TestHpsearchLauncher(LauncherTestSuite):
                     {"override hydra/hydra_logging": "hydra_debug"},
                     {"override hydra/job_logging": "disabled"},
                 ],
-                "hydra": {"launcher": {"n_jobs": 2}},
+                # The suite runs one sweep twice into one dir and expects two executions; ours
+                # would resume the finished jobs (test_launcher_resume.py), so it runs with
+                # resume off.
+                "hydra": {"launcher": {"n_jobs": 2, "resume": False}},
             },
             ["-m"],
         )

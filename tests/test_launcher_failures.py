@@ -8,9 +8,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from apps.probe import probe
-from conftest import PROBE, Runner, processes_tagged
+from conftest import PROBE, Runner, processes_tagged, read_records
 from hydra._internal.callbacks import Callbacks
 from hydra._internal.hydra import Hydra
 from hydra._internal.utils import create_config_search_path
@@ -55,37 +56,83 @@ def launch(runner: Runner, marks: Path, tmp_path: Path, hydra_restore_singletons
     GlobalHydra.instance().clear()
 
 
+FAULTS = [
+    # mode, final status, reason (in the JobReturn and results.csv), attempts
+    ("raise", "failed", "ValueError: probe asked to raise", 1),
+    ("exit", "failed", "exited with status 3", 1),
+    ("hard_exit", "failed", "process exited with status 7", 1),
+    ("segfault", "failed", "process killed by SIGSEGV (segmentation fault)", 1),
+    # A SIGKILL hpsearch did not send is taken for the OOM killer: retried once, alone.
+    ("sigkill", "failed", "process killed by SIGKILL (killed: the OOM killer", 2),
+    ("tf_oom", "failed", "ResourceExhaustedError: OOM when allocating tensor", 2),
+    ("hang", "timeout", "timed out after 3s (hydra.launcher.timeout); its process tree was", 1),
+    ("flood", "completed", "", 1),
+]
+
+
 @pytest.mark.parametrize(
-    ("mode", "reason"),
-    [
-        ("raise", "probe asked to raise"),
-        ("exit", "exited with status 3"),
-        ("hard_exit", "process exited with status 7"),
-        ("segfault", "process killed by SIGSEGV (segmentation fault)"),
-        ("sigkill", "process killed by SIGKILL (killed: the OOM killer, a timeout or a user)"),
-        ("hang", "timed out after 3s (hydra.launcher.timeout); its process tree was killed"),
-    ],
+    ("mode", "status", "reason", "attempts"), FAULTS, ids=[f[0] for f in FAULTS]
 )
-def test_a_failing_job_is_isolated(launch, mode: str, reason: str, tmp_path: Path) -> None:
+def test_a_failing_job_is_isolated(
+    launch, mode: str, status: str, reason: str, attempts: int, tmp_path: Path
+) -> None:
     jobs = [["x=1"], [f"mode={mode}", "x=2"], ["x=3"]]
     started = time.monotonic()
-    returns = launch(jobs, "hydra.launcher.timeout=3", "hydra.launcher.n_jobs=3")
+    timeout = "hydra.launcher.timeout=3" if mode == "hang" else "hydra.launcher.timeout=null"
+    returns = launch(jobs, timeout, "hydra.launcher.n_jobs=3")
     assert [r.overrides[:-1] for r in returns] == jobs  # one per job, in input order
-    assert [r.status for r in returns] == [
-        JobStatus.COMPLETED,
-        JobStatus.FAILED,
-        JobStatus.COMPLETED,
-    ]
+    expected = JobStatus.COMPLETED if status == "completed" else JobStatus.FAILED
+    assert [r.status for r in returns] == [JobStatus.COMPLETED, expected, JobStatus.COMPLETED]
     assert returns[0].return_value == 1.0 and returns[2].return_value == 3.0
-    with pytest.raises(Exception, match=reason.replace("(", r"\(").replace(")", r"\)")):
-        _ = returns[1].return_value
+    if reason:
+        with pytest.raises(Exception) as error:
+            _ = returns[1].return_value
+        assert reason in f"{error.type.__name__}: {error.value}"
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
+    row = rows.loc[rows["mode"] == mode].iloc[0]
+    assert (row["status"], row["attempts"]) == (status, attempts)
+    assert reason in row["error"]
+    assert list(rows.loc[rows["mode"] != mode, "status"]) == ["completed", "completed"]
     run_dir = tmp_path / "sweep" / f"mode={mode},x=2"
-    assert (run_dir / "stderr.log").exists()
     if mode == "raise":  # the traceback is kept in the job's own log
         stderr = (run_dir / "stderr.log").read_text()
         assert "Traceback" in stderr and "ValueError: probe asked to raise" in stderr
+    if mode == "flood":
+        assert (run_dir / "stdout.log").stat().st_size >= 20_000 * 1024
     if mode == "hang":
         assert time.monotonic() - started < 30
+
+
+def test_out_of_memory_job_is_retried_alone_on_its_gpu(launch, marks: Path, tmp_path: Path) -> None:
+    jobs = [
+        ["x=0", "sleep=2"],
+        ["x=1", "mode=cuda_oom_once"],
+        ["x=2", "sleep=2"],
+        ["x=3", "sleep=2"],
+    ]
+    returns = launch(jobs, "hydra.launcher.gpus=[0,1]", "hydra.launcher.jobs_per_gpu=2")
+    assert [r.return_value for r in returns] == [0.0, 1.0, 2.0, 3.0]
+    records = {r["x"]: r for r in read_records(marks)}
+    retry = records[1]
+    assert (retry["cuda"], retry["fraction"]) == ("1", "0.95")  # its GPU, the whole memory
+    others_on_gpu1 = [r for r in records.values() if r["cuda"] == "1" and r["x"] != 1]
+    assert others_on_gpu1, "the test needs another job on GPU 1"
+    for other in others_on_gpu1:  # alone: no other job ran on GPU 1 during the retry
+        assert other["end"] <= retry["start"] or other["start"] >= retry["end"]
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x").loc[1]
+    assert (row["status"], row["attempts"]) == ("completed", 2)
+    assert row["error"].startswith("attempt 1: out of memory: RuntimeError: CUDA out of memory")
+
+
+@pytest.mark.parametrize(
+    ("max_retries", "status", "attempts"), [(0, "failed", 1), (1, "completed", 2)]
+)
+def test_other_failures_retry_only_when_asked(
+    launch, tmp_path: Path, max_retries: int, status: str, attempts: int
+) -> None:
+    launch([["x=5", "mode=raise_once"]], f"hydra.launcher.max_retries={max_retries}")
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv").iloc[0]
+    assert (row["status"], row["attempts"]) == (status, attempts)
 
 
 def wait_for(paths: list[Path], within: float = 60) -> None:

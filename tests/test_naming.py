@@ -65,6 +65,9 @@ def test_nothing_varies_uses_all_overrides_then_job_number() -> None:
         ("", "k="),
         ("[1,2]", "k=[1,2]"),
         ("~2", "k=%7E2"),
+        ("'a b'", "k=a%20b"),  # Hydra keeps the quotes of a quoted value: they are not part of it
+        ('"it\\"s"', "k=it%22s"),
+        ("'", "k=%27"),
     ],
 )
 def test_nasty_values_are_escaped(value: str, expected: str) -> None:

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
-from hpsearch.app import CONFIG_DIR
 from hpsearch.data import Datasets, load_datasets
 from hpsearch.errors import TrainingDiverged
 from hpsearch.train import run
 
 METRICS = {"train_loss", "train_accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"}
-
-
-@pytest.fixture
-def make_cfg(hydra_restore_singletons: None) -> Iterator:
-    def make(*overrides: str) -> DictConfig:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            return compose("config", overrides=["device=cpu", "epochs=2", *overrides])
-
-    yield make
 
 
 def tiny(shape: tuple[int, ...] = (8, 8), n: int = 120, classes: int = 3) -> Datasets:
@@ -50,9 +37,9 @@ def tiny(shape: tuple[int, ...] = (8, 8), n: int = 120, classes: int = 3) -> Dat
     ],
 )
 def test_run_trains_and_writes_metrics(
-    make_cfg, tmp_path: Path, overrides: list[str], shape: tuple[int, ...]
+    train_cfg, tmp_path: Path, overrides: list[str], shape: tuple[int, ...]
 ) -> None:
-    cfg = make_cfg(*overrides)
+    cfg = train_cfg(*overrides)
     record = run(cfg, datasets=tiny(shape), output_dir=tmp_path)
     assert set(record["final"]) == METRICS
     assert record["objective"]["value"] == record["final"][cfg.objective.metric]
@@ -66,32 +53,32 @@ def test_run_trains_and_writes_metrics(
     assert not list(tmp_path.glob(".metrics.json.*")), "temporary file left behind"
 
 
-def test_same_seed_same_metrics_other_seed_other_metrics(make_cfg) -> None:
+def test_same_seed_same_metrics_other_seed_other_metrics(train_cfg) -> None:
     data = tiny()
-    first = run(make_cfg("seed=1"), datasets=data)
-    again = run(make_cfg("seed=1"), datasets=data)
-    other = run(make_cfg("seed=2"), datasets=data)
+    first = run(train_cfg("seed=1"), datasets=data)
+    again = run(train_cfg("seed=1"), datasets=data)
+    other = run(train_cfg("seed=2"), datasets=data)
     assert first["final"] == again["final"]
     assert [h["loss"] for h in first["history"]] == [h["loss"] for h in again["history"]]
     assert first["final"] != other["final"]
 
 
-def test_nan_loss_stops_the_run_with_a_clear_message(make_cfg, tmp_path: Path) -> None:
+def test_nan_loss_stops_the_run_with_a_clear_message(train_cfg, tmp_path: Path) -> None:
     data = tiny()
     data = Datasets(data.x_train * 1e30, *list(vars(data).values())[1:])
     with pytest.raises(TrainingDiverged, match=r"loss is nan after epoch 1 \(lr=1000000.0"):
-        run(make_cfg("lr=1e6", "optimizer=sgd"), datasets=data, output_dir=tmp_path)
+        run(train_cfg("lr=1e6", "optimizer=sgd"), datasets=data, output_dir=tmp_path)
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert record["status"] == "diverged" and "loss is nan" in record["error"]
 
 
-def test_save_model(make_cfg, tmp_path: Path) -> None:
-    run(make_cfg("save_model=true", "epochs=1"), datasets=tiny(), output_dir=tmp_path)
+def test_save_model(train_cfg, tmp_path: Path) -> None:
+    run(train_cfg("save_model=true", "epochs=1"), datasets=tiny(), output_dir=tmp_path)
     assert (tmp_path / "model.keras").stat().st_size > 0
 
 
-def test_digits_split_is_deterministic_and_stratified(make_cfg) -> None:
-    a, b = load_datasets(make_cfg()), load_datasets(make_cfg("seed=5"))
+def test_digits_split_is_deterministic_and_stratified(train_cfg) -> None:
+    a, b = load_datasets(train_cfg()), load_datasets(train_cfg("seed=5"))
     assert np.array_equal(a.x_val, b.x_val), "the split must not depend on the training seed"
     sizes = len(a.x_train), len(a.x_val), len(a.x_test)
     assert sum(sizes) == 1797 and sizes[2] == 360
@@ -99,7 +86,7 @@ def test_digits_split_is_deterministic_and_stratified(make_cfg) -> None:
     assert a.x_train.min() >= 0.0 and a.x_train.max() <= 1.0
 
 
-def test_npz_like_keras_mnist(make_cfg, tmp_path: Path) -> None:
+def test_npz_like_keras_mnist(train_cfg, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     path = tmp_path / "mnist.npz"
     np.savez(
@@ -109,6 +96,15 @@ def test_npz_like_keras_mnist(make_cfg, tmp_path: Path) -> None:
         x_test=rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
         y_test=np.arange(20) % 10,
     )
-    data = load_datasets(make_cfg("data=npz", f"data.path={path}"))
+    data = load_datasets(train_cfg("data=npz", f"data.path={path}"))
     assert len(data.x_test) == 20 and len(data.x_train) + len(data.x_val) == 100
     assert data.x_train.dtype == np.float32 and data.x_train.max() <= 1.0
+
+
+def test_a_gpu_job_without_a_visible_gpu_fails_loudly(train_cfg, monkeypatch) -> None:
+    """A GPU box with CPU-only TensorFlow must not quietly train every job on the CPU."""
+    from hpsearch.errors import ConfigError
+
+    monkeypatch.setenv("HPSEARCH_GPU", "3")
+    with pytest.raises(ConfigError, match="the launcher gave this job GPU 3, but TensorFlow sees"):
+        run(train_cfg("device=auto"), datasets=tiny())

@@ -1,14 +1,12 @@
 """launch(): plan the sweep, run each job in its own process on its slot, collect JobReturns.
 
 Data flows one way: settings -> plan (devices, slots, names, environments) -> processes ->
-JobReturns in input order. Every job's config is composed here, in the parent, before the
-first process starts, so a bad override fails the sweep before any GPU time is spent.
+JobReturns in input order, with results.csv rewritten as each job ends.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import copy
 import logging
 import os
 import signal
@@ -17,43 +15,36 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
 from hydra.errors import CompactHydraException
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf
 
 from hpsearch import gpu_env
+from hpsearch.leaderboard import leaderboard, objective_mode
+from hpsearch.results_table import ResultsTable
 
 from ._child import ChildFailure
-from ._naming import (
-    HYDRA_DEFAULT_SUBDIR,
-    claim_run_dir,
-    run_dir_name,
-    split_override,
-    varying_keys,
-)
+from ._failures import is_out_of_memory, retry_kind, stderr_tail
+from ._jobs import Job, compose_jobs
 from ._plan import CPU, SlotPool, default_cpu_count, job_env, slots_per_device, sweep_devices
-from ._process import Backend, JobHandle, JobSpec, LokyBackend, pack_job
-from ._settings import LauncherSettings, parse_settings
+from ._process import Backend, JobSpec, LokyBackend, pack_job
+from ._progress import SweepState, make_progress
+from ._record import as_objective, job_row, task_config
+from ._settings import WHOLE_GPU_FRACTION, LauncherSettings, parse_settings
 
 log = logging.getLogger("hpsearch.launcher")
 
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 class JobFailed(CompactHydraException):
     """A job that did not return: its process died or timed out."""
-
-
-class JobConfigError(CompactHydraException):
-    """A job's config failed the task's preflight check: raised before any job starts."""
 
 
 class SweepInterrupted(BaseException):
@@ -64,24 +55,6 @@ class SweepInterrupted(BaseException):
         self.signum = signum
 
 
-@dataclass
-class Job:
-    index: int  # position in this launch() call's input
-    num: int  # hydra.job.num
-    overrides: list[str]
-    config: DictConfig  # the composed sweep config: hydra node included
-    label: str  # the run's name, shown on the console
-    device: str = ""
-    handle: JobHandle | None = None
-    started: float = 0.0
-    deadline: float | None = None
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.config.hydra.sweep.dir) / str(self.config.hydra.sweep.subdir)
-
-
 def launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> list[JobReturn]:
@@ -90,94 +63,42 @@ def launch(
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     settings = parse_settings(launcher.params)
     devices = sweep_devices(settings, os.environ, gpu_env.nvml_gpu_ids)
+    if settings.gpus and not gpu_env.nvml_gpu_ids():
+        log.warning(
+            "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
+            "against: jobs get those CUDA_VISIBLE_DEVICES as given",
+            list(settings.gpus),
+        )
     slots = slots_per_device(settings, devices)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    jobs = _compose_jobs(launcher, job_overrides, initial_job_idx, sweep_dir)
-    where = "CPU" if devices == (CPU,) else f"GPU {','.join(devices)}"
+    table = ResultsTable.load(sweep_dir)
+    if launcher.job_offset is None:
+        # A sweep resumed in the same dir numbers its jobs after the earlier run's.
+        launcher.job_offset = table.max_job() + 1 if settings.resume else 0
+    jobs = compose_jobs(
+        launcher,
+        job_overrides,
+        launcher.job_offset + initial_job_idx,
+        table.rows if settings.resume else {},
+    )
+    on = "CPU" if devices == (CPU,) else f"GPU {','.join(devices)}"
     log.info(
         "hpsearch: %d jobs on %s, %d at a time per %s; sweep dir %s",
         len(jobs),
-        where,
+        on,
         slots,
         "CPU" if devices == (CPU,) else "GPU",
         sweep_dir,
     )
-    sweep = _Sweep(
-        jobs,
-        settings,
-        devices,
-        slots,
-        LokyBackend(),
-        singleton_state=Singleton.get_state(),
-        launcher=launcher,
-    )
-    return sweep.run()
-
-
-def _compose_jobs(
-    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, sweep_dir: Path
-) -> list[Job]:
-    config: DictConfig = launcher.config
-    name_runs = _subdir_is_default(config)
-    keys = varying_keys(job_overrides, _swept_keys(config)) if name_runs else set()
-    jobs = []
-    for index, overrides in enumerate(job_overrides):
-        num = initial_job_idx + index
-        sweep_config = launcher.hydra_context.config_loader.load_sweep_config(
-            config, list(overrides)
+    sweep = _Sweep(jobs, settings, devices, slots, LokyBackend(), table, launcher)
+    returns = sweep.run()
+    if sweep.state.failed and OmegaConf.select(config, "hydra.sweeper._target_") == BASIC_SWEEPER:
+        # Hydra's basic sweeper is about to stop on the first failure: show the whole picture.
+        log.info(
+            "\n%s", leaderboard(list(table.rows.values()), table.params, objective_mode(config))
         )
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
-            sweep_config.hydra.job.num = num
-        if name_runs:
-            name = claim_run_dir(sweep_dir, run_dir_name(overrides, keys, num))
-            with read_write(sweep_config.hydra):
-                sweep_config.hydra.sweep.subdir = name
-        HydraConfig.instance().set_config(sweep_config)  # lets hydra.* interpolations resolve
-        label = str(sweep_config.hydra.sweep.subdir)
-        _preflight(launcher.task_function, sweep_config, f"job {num} ({label})")
-        jobs.append(Job(index, num, list(overrides), sweep_config, label))
-    return jobs
-
-
-def _preflight(task_function: Any, sweep_config: DictConfig, job: str) -> None:
-    """The task's own checks (a `preflight` attribute of the task function), run here so a
-    bad value anywhere in the sweep stops it before the first job starts."""
-    check = getattr(task_function, "preflight", None)
-    if check is None:
-        return
-    try:
-        check(sweep_config)
-    except ValueError as err:
-        raise JobConfigError(f"{job}: {err}") from None
-
-
-def _subdir_is_default(config: DictConfig) -> bool:
-    """Name runs from their overrides unless the user chose hydra.sweep.subdir."""
-    on_command_line = any(
-        split_override(o)[0] == "hydra.sweep.subdir"
-        for o in _raw_list(config.hydra.overrides.hydra)
-    )
-    raw = OmegaConf.to_container(config.hydra.sweep, resolve=False)
-    return (
-        not on_command_line and isinstance(raw, dict) and raw.get("subdir") == HYDRA_DEFAULT_SUBDIR
-    )
-
-
-def _raw_list(node: Any) -> list[str]:
-    """A list of override strings as typed: iterating the ListConfig would resolve `${...}`."""
-    items = OmegaConf.to_container(node, resolve=False)
-    assert isinstance(items, list)
-    return [str(item) for item in items]
-
-
-def _swept_keys(config: DictConfig) -> list[str]:
-    """Keys the sweep varies: sweep syntax on the command line, or the sweeper's params."""
-    parsed = OverridesParser.create().parse_overrides(_raw_list(config.hydra.overrides.task))
-    keys = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
-    params = OmegaConf.select(config, "hydra.sweeper.params")
-    return keys + ([str(k) for k in params] if isinstance(params, DictConfig) else [])
+    return returns
 
 
 class _Sweep:
@@ -190,42 +111,89 @@ class _Sweep:
         devices: Sequence[str],
         slots: int,
         backend: Backend,
-        singleton_state: Any,
+        table: ResultsTable,
         launcher: Any,
     ) -> None:
-        self.queue = deque(jobs)
-        self.running: dict[Future_, Job] = {}
+        self.jobs = jobs
+        self.queue = deque(job for job in jobs if job.previous is None)
+        self.whole_queue: list[Job] = []  # retries waiting for their device to be free
+        self.running: dict[concurrent.futures.Future[Any], Job] = {}
         self.returns: list[JobReturn | None] = [None] * len(jobs)
         self.settings = settings
         self.pool = SlotPool(devices, slots)
         self.backend = backend
-        self.singleton_state = singleton_state
+        self.table = table
         self.launcher = launcher
+        self.singleton_state = Singleton.get_state()
         self.memory_total = {d: gpu_env.nvml_total_mb(d) for d in devices if d != CPU}
         self.cpu_count = default_cpu_count()
+        self.state = SweepState(total=len(jobs), queued=len(self.queue), slots=len(devices) * slots)
 
     def run(self) -> list[JobReturn]:
+        for job in self.jobs:
+            if job.previous is not None:
+                self._resume(job)
+        progress = make_progress(self.pool.devices)
         try:
             with _signals_raise_interrupt():
-                while self.queue or self.running:
-                    while self.queue and self.pool.has_free():
-                        self._start(self.queue.popleft())
+                while self.queue or self.whole_queue or self.running:
+                    self._start_ready()
                     self._wait()
+                    progress.update(self.state, event=False)
         except SweepInterrupted as interrupt:
+            progress.close()
             self._stop(interrupt)
+        progress.close()
+        log.info("hpsearch: %s; results in %s", self.state.summary(), self.table.path)
         returns = [r for r in self.returns if r is not None]
-        assert len(returns) == len(self.returns)
+        assert len(returns) == len(self.jobs)
         return returns
 
-    def _start(self, job: Job) -> None:
-        job.device = self.pool.acquire()
+    def _resume(self, job: Job) -> None:
+        """A job that finished in an earlier run: its recorded objective, no new process."""
+        assert job.previous is not None
+        row = dict(job.previous, status="resumed")
+        self.table.put(row, job.params)
+        value = as_objective(_float_or_none(row.get("objective", "")))
+        ret = JobReturn(
+            overrides=job.overrides,
+            cfg=task_config(job.config),
+            hydra_cfg=OmegaConf.create({"hydra": job.config.hydra}),
+            working_dir=row.get("run_dir", ""),
+            task_name=str(job.config.hydra.job.name),
+            status=JobStatus.COMPLETED,
+        )
+        ret._return_value = value
+        self.returns[job.index] = ret
+        self.state.resumed += 1
+        log.info(
+            "job %s resumed  %s  -> %s (finished in an earlier run)",
+            row.get("job"),
+            job.label,
+            _short(value),
+        )
+
+    def _start_ready(self) -> None:
+        """Retries that need a whole device first (its other jobs drain meanwhile), then the
+        queue on the free slots."""
+        for job in list(self.whole_queue):
+            if self.pool.acquire_whole(job.device):
+                self.whole_queue.remove(job)
+                self._start(job, job.device)
+        while self.queue and self.pool.has_free():
+            self._start(self.queue.popleft(), self.pool.acquire())
+
+    def _start(self, job: Job, device: str) -> None:
+        job.device = device
+        job.attempts += 1
         job.env = job_env(
-            job.device,
+            device,
             self.settings,
-            self.pool.slots,
+            1 if job.whole else self.pool.slots,
             os.getpid(),
-            self.memory_total.get(job.device),
+            self.memory_total.get(device),
             self.cpu_count,
+            fraction=WHOLE_GPU_FRACTION if job.whole else None,
         )
         job.run_dir.mkdir(parents=True, exist_ok=True)
         payload = pack_job(
@@ -235,13 +203,19 @@ class _Sweep:
             self.singleton_state,
         )
         spec = JobSpec(payload, str(job.run_dir / "stdout.log"), str(job.run_dir / "stderr.log"))
-        job.started = time.monotonic()
-        job.deadline = (
-            None if self.settings.timeout is None else (job.started + self.settings.timeout)
-        )
+        job.started, job.started_wall = time.monotonic(), time.time()
+        if self.settings.timeout is not None:
+            job.deadline = job.started + self.settings.timeout
         job.handle = self.backend.start(spec, job.env)
         self.running[job.handle.future] = job
-        log.info("job %d start  %s  %s", job.num, _device_label(job.device), job.label)
+        self.state.queued -= 1
+        self.state.running.setdefault(job.device, []).append(job.label)
+        alone = (
+            f"  (attempt {job.attempts}, alone)"
+            if job.whole
+            else (f"  (attempt {job.attempts})" if job.attempts > 1 else "")
+        )
+        log.info("job %d start  %s  %s%s", job.num, _device_label(job.device), job.label, alone)
 
     def _wait(self) -> None:
         now = time.monotonic()
@@ -252,7 +226,9 @@ class _Sweep:
         )
         # In start order: jobs that end in the same poll free their slots in round-robin order.
         for future in sorted(done, key=lambda f: self.running[f].index):
-            self._finish(self.running.pop(future))
+            job = self.running.pop(future)
+            failure, ret = _outcome(job)
+            self._finish(job, "failed" if failure else "completed", failure, ret)
         now = time.monotonic()
         for future, job in list(self.running.items()):
             if job.deadline is not None and now >= job.deadline:
@@ -261,19 +237,23 @@ class _Sweep:
                 self.backend.end([job.handle], grace=INTERRUPT_GRACE_S)
                 self._finish(
                     job,
-                    failure=f"timed out after {self.settings.timeout:g}s "
+                    "timeout",
+                    f"timed out after {self.settings.timeout:g}s "
                     "(hydra.launcher.timeout); its process tree was killed",
                 )
 
-    def _finish(self, job: Job, failure: str | None = None) -> None:
+    def _finish(
+        self, job: Job, status: str, failure: str | None, ret: JobReturn | None = None
+    ) -> None:
         assert job.handle is not None
-        if failure is None:
-            failure, ret = _outcome(job)
-        else:
-            ret = None
-        job.handle.close()
-        self.pool.release(job.device)
+        job.handle.close()  # the process has exited (or was ended) before its slot is reused
+        self.pool.release(job.device, whole=job.whole)
+        self.state.running[job.device].remove(job.label)
         seconds = time.monotonic() - job.started
+        if ret is not None and ret.status != JobStatus.COMPLETED:
+            status, failure = "failed", f"{type(ret._return_value).__name__}: {ret._return_value}"
+        if failure is not None and self._retry(job, status, failure):
+            return
         if ret is None:
             ret = _failed_return(
                 job,
@@ -281,7 +261,26 @@ class _Sweep:
                 f"{_device_label(job.device)}: {failure}; logs in {job.run_dir}",
             )
         self.returns[job.index] = ret
-        if ret.status == JobStatus.COMPLETED:
+        objective = as_objective(ret._return_value) if status == "completed" else None
+        error = "; ".join([*job.errors, *([failure] if failure else [])])
+        self.table.put(
+            job_row(
+                num=job.num,
+                status=status,
+                objective=objective,
+                device=job.device,
+                started=job.started_wall,
+                ended=time.time(),
+                attempts=job.attempts,
+                run_dir=job.run_dir,
+                config_hash=job.config_hash,
+                error=error,
+            ),
+            job.params,
+        )
+        if status == "completed":
+            self.state.done += 1
+            self.state.durations.append(seconds)
             log.info(
                 "job %d done   %s  %s  %.1fs  -> %s",
                 job.num,
@@ -291,17 +290,43 @@ class _Sweep:
                 _short(ret._return_value),
             )
         else:
+            self.state.failed += 1
             log.error(
-                "job %d FAILED %s  %s  %.1fs: %s",
+                "job %d %s %s  %s  %.1fs: %s",
                 job.num,
+                status.upper(),
                 _device_label(job.device),
                 job.label,
                 seconds,
-                failure or _short(ret._return_value),
+                failure,
             )
 
+    def _retry(self, job: Job, status: str, failure: str) -> bool:
+        """Queue a failed job again if the policy allows: alone on its device after running
+        out of memory, else as before."""
+        oom = status == "failed" and is_out_of_memory(failure, stderr_tail(job.run_dir))
+        job.oom_attempts += oom
+        kind = retry_kind(status, oom, job.attempts, job.oom_attempts, self.settings)
+        if kind is None:
+            return False
+        job.errors.append(f"attempt {job.attempts}: {'out of memory: ' if oom else ''}{failure}")
+        job.whole = kind == "oom"
+        self.state.queued += 1
+        if job.whole:
+            self.whole_queue.append(job)
+            log.warning(
+                "job %d ran out of memory on %s: retrying alone on it with the whole memory (%s)",
+                job.num,
+                _device_label(job.device),
+                failure,
+            )
+        else:
+            self.queue.appendleft(job)
+            log.warning("job %d %s: retrying (%s)", job.num, status, failure)
+        return True
+
     def _stop(self, interrupt: SweepInterrupted) -> None:
-        """No new job starts; running jobs' process trees end; then the sweep exits."""
+        """No new job starts; running jobs' process trees end and are recorded; then exit."""
         log.error(
             "hpsearch: %s: stopping %d running jobs, %d never started",
             interrupt,
@@ -311,12 +336,9 @@ class _Sweep:
         handles = [job.handle for job in self.running.values() if job.handle is not None]
         self.backend.end(handles, grace=INTERRUPT_GRACE_S)
         for job in self.running.values():
-            assert job.handle is not None
-            job.handle.close()
+            self._finish(job, "interrupted", f"interrupted by {interrupt}")
+        log.error("hpsearch: %s; results in %s", self.state.summary(), self.table.path)
         raise SystemExit(128 + interrupt.signum)
-
-
-Future_ = concurrent.futures.Future
 
 
 def _outcome(job: Job) -> tuple[str | None, JobReturn | None]:
@@ -332,19 +354,24 @@ def _outcome(job: Job) -> tuple[str | None, JobReturn | None]:
 
 
 def _failed_return(job: Job, message: str) -> JobReturn:
-    task_cfg = copy.deepcopy(job.config)
-    with read_write(task_cfg), open_dict(task_cfg):
-        del task_cfg["hydra"]
     ret = JobReturn(
         overrides=job.overrides,
-        cfg=task_cfg,
+        cfg=task_config(job.config),
         hydra_cfg=OmegaConf.create({"hydra": job.config.hydra}),
-        working_dir=str(job.run_dir),
+        # As Hydra's run_job sets it: the job's working directory.
+        working_dir=str(job.run_dir) if job.config.hydra.job.chdir else os.getcwd(),
         task_name=str(job.config.hydra.job.name),
         status=JobStatus.FAILED,
     )
     ret._return_value = JobFailed(message)
     return ret
+
+
+def _float_or_none(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _device_label(device: str) -> str:

@@ -25,6 +25,13 @@ def split_override(override: str) -> tuple[str, str | None]:
     return key.lstrip("+~"), (value if sep else None)
 
 
+def unquote(value: str) -> str:
+    """A value as the user meant it: Hydra keeps the quotes of `tag='a b'` in the override."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1].replace("\\" + value[0], value[0])
+    return value
+
+
 def _escape(text: str) -> str:
     out = []
     for ch in text:
@@ -51,7 +58,7 @@ def run_dir_name(overrides: Sequence[str], keys: set[str], job_num: int) -> str:
     parts = []
     for override in sorted(chosen, key=lambda o: split_override(o)[0]):
         key, value = split_override(override)
-        parts.append(_escape(key) if value is None else f"{_escape(key)}={_escape(value)}")
+        parts.append(_escape(key) if value is None else f"{_escape(key)}={_escape(unquote(value))}")
     return _fit(",".join(parts) or f"job{job_num}")
 
 

@@ -66,26 +66,42 @@ class SlotPool:
         self.devices = tuple(devices)
         self.slots = slots
         self.busy = dict.fromkeys(self.devices, 0)
+        self.reserved: set[str] = set()  # devices draining for a job that needs one whole
         self._next = 0  # where the round-robin resumes
 
     def has_free(self) -> bool:
-        return any(n < self.slots for n in self.busy.values())
+        return any(self._open(d) for d in self.devices)
+
+    def _open(self, device: str) -> bool:
+        return device not in self.reserved and self.busy[device] < self.slots
 
     def acquire(self) -> str:
         """Take a slot on the next device in round-robin order that has one free."""
         for step in range(len(self.devices)):
             i = (self._next + step) % len(self.devices)
             device = self.devices[i]
-            if self.busy[device] < self.slots:
+            if self._open(device):
                 self.busy[device] += 1
                 self._next = (i + 1) % len(self.devices)
                 return device
         raise RuntimeError("acquire() with every slot busy: check has_free() first")
 
-    def release(self, device: str) -> None:
-        if self.busy.get(device, 0) < 1:
+    def acquire_whole(self, device: str) -> bool:
+        """Take every slot of `device` for one job, once its running jobs have ended.
+
+        Until then the device is reserved: it takes no new job, so it cannot be starved.
+        """
+        if self.busy[device]:
+            self.reserved.add(device)
+            return False
+        self.reserved.discard(device)
+        self.busy[device] = self.slots
+        return True
+
+    def release(self, device: str, whole: bool = False) -> None:
+        if self.busy.get(device, 0) < (self.slots if whole else 1):
             raise RuntimeError(f"release({device!r}) without a slot taken on it")
-        self.busy[device] -= 1
+        self.busy[device] = 0 if whole else self.busy[device] - 1
 
 
 def job_env(
@@ -95,10 +111,13 @@ def job_env(
     parent_pid: int,
     memory_total_mb: int | None,
     cpu_count: int,
+    fraction: float | None = None,
 ) -> dict[str, str]:
     """The environment a job's process is created with: its GPU, its memory cap, its threads.
 
     Set at process creation because CUDA, TensorFlow, JAX and PyTorch read these once, at start.
+    `fraction` overrides the settings' share (a job retried alone on a whole GPU); `slots` is
+    how many jobs share the device's CPU cores (1 for a job alone).
     """
     on_gpu = device != CPU
     env = {
@@ -110,7 +129,7 @@ def job_env(
         "PYTHONUNBUFFERED": "1",  # the job's log files fill as it runs
     }
     if on_gpu:
-        fraction = settings.fraction
+        fraction = settings.fraction if fraction is None else fraction
         env |= {
             gpu_env.MEMORY_FRACTION: f"{fraction:g}",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true" if settings.allow_growth else "false",

@@ -12,6 +12,8 @@ from hydra.errors import CompactHydraException
 
 # Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
 DEFAULT_MEMORY_SHARE = 0.9
+# What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
+WHOLE_GPU_FRACTION = 0.95
 _GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 
 
@@ -29,6 +31,9 @@ class LauncherSettings:
     timeout: float | None
     allow_growth: bool
     env: Mapping[str, str] = field(default_factory=dict)
+    resume: bool = True
+    max_oom_retries: int = 1
+    max_retries: int = 0
 
     @property
     def fraction(self) -> float:
@@ -47,6 +52,12 @@ def _fail(key: str, value: Any, rule: str, example: str) -> LauncherSettingsErro
 def _integer(key: str, value: Any, example: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _fail(key, value, "must be an integer >= 1", example)
+    return value
+
+
+def _count(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(key, value, "must be an integer >= 0", f"{key}=1")
     return value
 
 
@@ -123,4 +134,7 @@ def parse_settings(params: Mapping[str, Any]) -> LauncherSettings:
         timeout=None if timeout is None else float(timeout),
         allow_growth=bool(params.get("allow_growth", True)),
         env={str(k): str(v) for k, v in env.items()},
+        resume=bool(params.get("resume", True)),
+        max_oom_retries=_count("max_oom_retries", params.get("max_oom_retries", 1)),
+        max_retries=_count("max_retries", params.get("max_retries", 0)),
     )

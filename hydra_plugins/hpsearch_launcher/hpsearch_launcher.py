@@ -36,6 +36,15 @@ class HpsearchLauncherConf:
     allow_growth: bool = True
     # Extra environment variables for every job (applied last: they win).
     env: dict[str, str] = field(default_factory=dict)
+    # Skip jobs whose identical config already finished in this sweep dir (results.csv), and
+    # number new jobs after the earlier run's; false runs every job again, numbered from 0.
+    resume: bool = True
+    # A job that runs out of memory (TensorFlow's ResourceExhaustedError, a CUDA OOM, or a
+    # SIGKILL from the OOM killer) runs again up to this many times, alone on its GPU with
+    # the whole memory.
+    max_oom_retries: int = 1
+    # Other failures (an exception, a crash, a timeout) run again up to this many times.
+    max_retries: int = 0
 
 
 ConfigStore.instance().store(
@@ -53,6 +62,8 @@ class HpsearchLauncher(Launcher):
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
+        # Added to hydra.job.num: set at the first launch() from results.csv's highest job.
+        self.job_offset: int | None = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig

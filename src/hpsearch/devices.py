@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from hpsearch.errors import ConfigError
-from hpsearch.gpu_env import CPU_THREADS, job_memory_limit_mb
+from hpsearch.gpu_env import CPU_THREADS, GPU_ID, job_memory_limit_mb
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,13 @@ def configure_devices(tf: Any, device_type: str) -> dict[str, Any]:
             tf.config.set_visible_devices([], "GPU")
         return {"type": "cpu", "gpus": [], "memory_limit_mb": None}
     gpus = tf.config.list_physical_devices("GPU")
+    given = os.environ.get(GPU_ID)
+    if not gpus and given:
+        # A GPU machine with a CPU-only TensorFlow would otherwise train every job on the CPU.
+        raise ConfigError(
+            f"the launcher gave this job GPU {given}, but TensorFlow sees no GPU (CUDA build: "
+            f"{tf.test.is_built_with_cuda()}); install hpsearch[gpu], or use device=cpu"
+        )
     if not gpus:
         if device_type == "gpu":
             raise ConfigError(

@@ -15,9 +15,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from hpsearch.atomic import write_json_atomic
 from hpsearch.data import Datasets, load_datasets
 from hpsearch.errors import TrainingDiverged
-from hpsearch.results_file import write_json_atomic
 from hpsearch.tf_import import import_tensorflow
 from hpsearch.validate import validate_config
 
@@ -44,6 +44,7 @@ def run(
     from hpsearch.callbacks import EpochLog
     from hpsearch.devices import configure_devices
     from hpsearch.model import build_model, compile_model
+    from hpsearch.tensorboard_log import open_tensorboard_log
 
     device = configure_devices(tf, cfg.device.type)
     data = datasets if datasets is not None else load_datasets(cfg)
@@ -65,6 +66,7 @@ def run(
         device["type"],
     )
     epochs = EpochLog(cfg)
+    board = open_tensorboard_log(cfg, output_dir)  # None: off, or no run dir
     record = {
         "params": OmegaConf.to_container(cfg, resolve=True),
         "seed": int(cfg.seed),
@@ -81,10 +83,13 @@ def run(
             epochs=int(cfg.epochs),
             validation_data=(data.x_val, data.y_val),
             validation_batch_size=int(cfg.eval_batch),
-            callbacks=[epochs],
+            # The board first: it also logs the epoch whose loss makes EpochLog stop the run.
+            callbacks=[epochs] if board is None else [board, epochs],
             verbose=0,
         )
     except TrainingDiverged as err:
+        if board is not None:
+            board.finish()
         record |= {
             "status": "diverged",
             "error": str(err),
@@ -94,6 +99,8 @@ def run(
             write_json_atomic(output_dir / "metrics.json", record)
         raise
     final = _final_metrics(model, data, epochs.history[-1], int(cfg.eval_batch))
+    if board is not None:
+        board.finish(final)
     record |= {
         "status": "completed",
         "final": final,

@@ -21,11 +21,20 @@ def probe(cfg: DictConfig) -> float:
     marks = Path(cfg.marks)
     started = time.time()
     (marks / f"start-{num}").touch()
+    with open(marks / "starts.log", "a") as f:
+        f.write(f"{cfg.x}\n")
+    # A hold file (outside the config, so resumed runs keep their identity) parks jobs with
+    # x >= hold_from until it is removed.
+    while (marks / "hold").exists() and cfg.x >= cfg.hold_from:
+        time.sleep(0.05)
     if cfg.chain and num > 0:  # end in start order: wait for the previous job to end first
         while not (marks / f"end-{num - 1}").exists():
             time.sleep(0.02)
     time.sleep(cfg.sleep)
-    _fail(cfg.mode)
+    failing = cfg.x == cfg.fail_x or (cfg.fail_mod and cfg.x % cfg.fail_mod == 0)
+    first_attempt = not (marks / f"attempted-{cfg.x}").exists()
+    (marks / f"attempted-{cfg.x}").touch()
+    _fail("raise" if failing else cfg.mode, first_attempt)
     record = {
         "num": num,
         "x": cfg.x,
@@ -48,7 +57,11 @@ def probe(cfg: DictConfig) -> float:
     return float(cfg.x)
 
 
-def _fail(mode: str) -> None:
+def _fail(mode: str, first_attempt: bool) -> None:
+    if mode.endswith("_once"):  # fail on the first attempt only: a retry succeeds
+        if not first_attempt:
+            return
+        mode = mode.removesuffix("_once")
     if mode == "raise":
         raise ValueError("probe asked to raise")
     if mode == "exit":
@@ -59,6 +72,17 @@ def _fail(mode: str) -> None:
         ctypes.string_at(0)
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "cuda_oom":  # PyTorch's wording
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB)")
+    if mode == "tf_oom":  # TensorFlow's own exception, as a GPU job raises it
+        import tensorflow as tf
+
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+    if mode == "flood":  # far more output than any pipe buffer
+        line = "x" * 1023 + "\n"
+        for _ in range(20_000):
+            sys.stdout.write(line)
+            sys.stderr.write(line)
     if mode == "hang":
         # A grandchild too: the whole tree must go when the job is ended.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])

@@ -1,0 +1,129 @@
+"""Progress of a running sweep: a live table on a terminal, plain lines elsewhere (CI, logs)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+log = logging.getLogger("hpsearch.launcher")
+
+PLAIN_INTERVAL_S = 30.0  # at most one progress line this often when nothing else happens
+
+
+@dataclass
+class SweepState:
+    total: int
+    done: int = 0
+    failed: int = 0
+    resumed: int = 0
+    queued: int = 0
+    running: dict[str, list[str]] = field(default_factory=dict)  # device -> run names
+    durations: list[float] = field(default_factory=list)  # of jobs that ran to the end
+    slots: int = 1
+    started: float = field(default_factory=time.monotonic)
+
+    def eta_s(self) -> float | None:
+        """Remaining jobs x mean job time / parallel slots; None until a job has ended."""
+        if not self.durations:
+            return None
+        left = self.queued + sum(len(v) for v in self.running.values())
+        return left * (sum(self.durations) / len(self.durations)) / max(1, self.slots)
+
+    def summary(self) -> str:
+        running = sum(len(v) for v in self.running.values())
+        eta = self.eta_s()
+        return (
+            f"{self.done + self.failed + self.resumed}/{self.total} finished "
+            f"({self.done} done, {self.failed} failed, {self.resumed} resumed), "
+            f"{running} running, {self.queued} queued; elapsed "
+            f"{_clock(time.monotonic() - self.started)}, ETA "
+            f"{'?' if eta is None else _clock(eta)}"
+        )
+
+
+class Progress(Protocol):
+    def update(self, state: SweepState, event: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PlainProgress:
+    """A progress line when a job ends (at most every 2 s) or every PLAIN_INTERVAL_S."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+
+    def update(self, state: SweepState, event: bool) -> None:
+        now = time.monotonic()
+        if now - self._last >= (2.0 if event else PLAIN_INTERVAL_S):
+            self._last = now
+            log.info("progress: %s", state.summary())
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    """A live table (rich) of counts, the jobs on each device, elapsed time and ETA.
+
+    Log lines keep printing above it: the console's log handlers are pointed at rich's
+    console while it is live, and back when it closes.
+    """
+
+    def __init__(self, devices: Sequence[str]) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.devices = devices
+        self.console = Console(file=sys.stdout)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+        # After start(): sys.stdout is now rich's proxy, which prints above the live table.
+        self._swapped = _point_handlers_at(sys.stdout)
+
+    def update(self, state: SweepState, event: bool) -> None:
+        self.live.update(self._render(state))
+
+    def _render(self, state: SweepState) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_edge=False)
+        table.add_column("device")
+        table.add_column("running")
+        for device in self.devices:
+            names = state.running.get(device, [])
+            table.add_row(device if device == "cpu" else f"gpu {device}", ", ".join(names) or "-")
+        return Group(Text(state.summary(), style="bold"), table)
+
+    def close(self) -> None:
+        self.live.stop()
+        for handler, stream in self._swapped.items():
+            handler.setStream(stream)
+
+
+def make_progress(devices: Sequence[str]) -> Progress:
+    return RichProgress(devices) if sys.stdout.isatty() else PlainProgress()
+
+
+def _point_handlers_at(stream: Any) -> Mapping[logging.StreamHandler[Any], Any]:
+    swapped: dict[logging.StreamHandler[Any], Any] = {}
+    for handler in (
+        logging.getLogger().handlers + log.handlers + logging.getLogger("hpsearch").handlers
+    ):
+        if isinstance(handler, logging.StreamHandler) and handler.stream in (
+            sys.__stdout__,
+            sys.__stderr__,
+        ):
+            swapped[handler] = handler.setStream(stream)
+    return swapped
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
