@@ -1,5 +1,5 @@
-"""Seconds per epoch: hpsearch's trainer beside a plain Keras `model.fit` of the same model and
-data, on CPU. Each measurement runs in its own fresh process, alternating ours/plain, so both
+"""Seconds per epoch: hpsearch's trainer (as in a sweep's job: epoch log, TensorBoard scalars,
+op determinism) beside a plain Keras `model.fit` of the same model and data, on CPU. Each measurement runs in its own fresh process, alternating ours/plain, so both
 see the same machine load; the figure is the median epoch after the first (graph tracing).
 
     .venv/bin/python bench/epoch_time.py [--repeats 2]
@@ -42,9 +42,14 @@ def worker(kind: str, overrides: list[str]) -> list[float]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     cfg = compose(overrides)
     if kind == "ours":
+        import tempfile
+        from pathlib import Path
+
         from hpsearch.train import run
 
-        return [row["seconds"] for row in run(cfg)["history"]]
+        # As in a sweep's job: metrics.json and TensorBoard logs written into a run dir.
+        with tempfile.TemporaryDirectory() as run_dir:
+            return [row["seconds"] for row in run(cfg, output_dir=Path(run_dir))["history"]]
     import keras
 
     from hpsearch.data import load_datasets

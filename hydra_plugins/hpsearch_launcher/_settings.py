@@ -86,7 +86,7 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
             value,
             f"GPU {', '.join(duplicates)} listed twice; "
             "use jobs_per_gpu to run several jobs on one GPU",
-            "gpus=[0,1] jobs_per_gpu=2",
+            "gpus=[0,1] hydra.launcher.jobs_per_gpu=2",
         )
     return tuple(ids)
 
