@@ -1,6 +1,7 @@
 """Seconds per epoch: hpsearch's trainer (as in a sweep's job: epoch log, TensorBoard scalars,
-op determinism) beside a plain Keras `model.fit` of the same model and data, on CPU. Each measurement runs in its own fresh process, alternating ours/plain, so both
-see the same machine load; the figure is the median epoch after the first (graph tracing).
+op determinism) beside a plain Keras `model.fit` of the same model and data, on CPU. Each
+measurement runs in its own fresh process, alternating ours/plain, so both see the same machine
+load; the figure is the median epoch after the first (graph tracing).
 
     .venv/bin/python bench/epoch_time.py [--repeats 2]
 """

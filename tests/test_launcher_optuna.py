@@ -34,3 +34,33 @@ def test_optuna_gets_each_trials_objective(runner: Runner, marks: Path, tmp_path
     # Optuna's batches of 2 still name runs after the swept key alone.
     names = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
     assert all(name.startswith("x=") for name in names), names
+
+
+@pytest.mark.parametrize(
+    ("max_failure_rate", "message"),
+    [
+        # Optuna's default: it raises the first failure; the launcher shows the table first.
+        (0.0, "ValueError: probe asked to raise"),
+        # Failures tolerated: Optuna goes on; the end-of-sweep callback reports and exits 1.
+        (1.0, "jobs did not finish; see sweep/results.csv"),
+    ],
+)
+def test_optuna_sweep_with_failed_trials_exits_non_zero(
+    runner: Runner, marks: Path, max_failure_rate: float, message: str
+) -> None:
+    # Even x fail; with this seed the first batch of 3 holds failures, and a later one a success.
+    args = runner.probe_sweep(
+        marks,
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.n_trials=6",
+        "hydra.sweeper.n_jobs=3",
+        "hydra.sweeper.sampler.seed=3",
+        "x=range(0,50)",
+        "fail_mod=2",
+        f"hydra.sweeper.max_failure_rate={max_failure_rate}",
+    )
+    result = runner.run(args)
+    assert result.returncode == 1, result.stdout
+    assert result.stdout.count("Leaderboard (max objective): ") == 1
+    assert "FAILED      job 0 x=28: ValueError: probe asked to raise" in result.stdout
+    assert message in result.stdout

@@ -68,9 +68,21 @@ def launch(
     )
     sweep = Sweep(jobs, settings, devices, slots, LokyBackend(), table, launcher)
     returns = sweep.run()
-    if sweep.state.failed and OmegaConf.select(config, "hydra.sweeper._target_") == BASIC_SWEEPER:
-        # Hydra's basic sweeper is about to stop on the first failure: show the whole picture.
+    if sweeper_stops(config, sweep.state.failed, len(jobs)):
+        # The sweeper is about to raise the first failure: show the whole picture first (the
+        # end-of-sweep callback that prints it otherwise will not run).
         log.info(
             "\n%s", leaderboard(list(table.rows.values()), table.params, objective_mode(config))
         )
     return returns
+
+
+def sweeper_stops(config: DictConfig, failed: int, total: int) -> bool:
+    """Whether the sweeper will raise on this batch's failures: Hydra's basic sweeper on any;
+    Optuna's when they exceed its max_failure_rate; other sweepers: assume not."""
+    if not failed:
+        return False
+    if OmegaConf.select(config, "hydra.sweeper._target_") == BASIC_SWEEPER:
+        return True
+    rate = OmegaConf.select(config, "hydra.sweeper.max_failure_rate", default=None)
+    return rate is not None and failed / total > float(rate)
