@@ -1,4 +1,8 @@
-"""SIGINT and SIGTERM as an exception in the sweep's scheduling loop, so it can end its jobs."""
+"""SIGINT and SIGTERM as a flag that the sweep's scheduling loop checks between its steps.
+
+A flag, not an exception raised from the handler: an exception could land inside loky's
+shutdown while it holds its global lock, and every later shutdown would then hang.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +13,31 @@ from contextlib import contextmanager
 from typing import Any
 
 
-class SweepInterrupted(BaseException):
-    """SIGINT or SIGTERM reached the sweep process."""
+class StopRequest:
+    """The first stop signal received, if any."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
 
 
 @contextmanager
-def signals_raise_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM become SweepInterrupted in the scheduling loop (main thread only)."""
+def stop_on_signals() -> Iterator[StopRequest]:
+    """Record SIGINT and SIGTERM instead of dying (main thread only; elsewhere, no change)."""
+    stop = StopRequest()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
 
     def handler(signum: int, frame: Any) -> None:
-        raise SweepInterrupted(signum)
+        stop.signum = stop.signum or signum
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield stop
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hydra.core.singleton import Singleton
@@ -27,7 +27,7 @@ from ._process import Backend, JobSpec, pack_job
 from ._progress import SweepState, make_progress
 from ._record import as_objective, job_row, task_config
 from ._settings import WHOLE_GPU_FRACTION, LauncherSettings
-from ._signals import SweepInterrupted, signals_raise_interrupt
+from ._signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -65,6 +65,7 @@ class Sweep:
         self.singleton_state = Singleton.get_state()
         self.memory_total = {d: gpu_env.nvml_total_mb(d) for d in devices if d != CPU}
         self.cpu_count = default_cpu_count()
+        self.stop = StopRequest()
         self.state = SweepState(total=len(jobs), queued=len(self.queue), slots=len(devices) * slots)
 
     def run(self) -> list[JobReturn]:
@@ -72,16 +73,14 @@ class Sweep:
             if job.previous is not None:
                 self._resume(job)
         progress = make_progress(self.pool.devices)
-        try:
-            with signals_raise_interrupt():
-                while self.queue or self.whole_queue or self.running:
-                    self._start_ready()
-                    self._wait()
-                    progress.update(self.state, event=False)
-        except SweepInterrupted as interrupt:
+        with stop_on_signals() as self.stop:
+            while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
+                self._start_ready()
+                self._wait()
+                progress.update(self.state, event=False)
             progress.close()
-            self._stop(interrupt)
-        progress.close()
+            if self.stop.signum:
+                self._stop()
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.table.path)
         returns = [r for r in self.returns if r is not None]
         assert len(returns) == len(self.jobs)
@@ -115,10 +114,10 @@ class Sweep:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the
         queue on the free slots."""
         for job in list(self.whole_queue):
-            if self.pool.acquire_whole(job.device):
+            if not self.stop.signum and self.pool.acquire_whole(job.device):
                 self.whole_queue.remove(job)
                 self._start(job, job.device)
-        while self.queue and self.pool.has_free():
+        while self.queue and self.pool.has_free() and not self.stop.signum:
             self._start(self.queue.popleft(), self.pool.acquire())
 
     def _start(self, job: Job, device: str) -> None:
@@ -162,11 +161,7 @@ class Sweep:
         done, _ = concurrent.futures.wait(
             list(self.running), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )
-        # In start order: jobs that end in the same poll free their slots in round-robin order.
-        for future in sorted(done, key=lambda f: self.running[f].index):
-            job = self.running.pop(future)
-            failure, ret = _outcome(job)
-            self._finish(job, "failed" if failure else "completed", failure, ret)
+        self._collect(done)
         now = time.monotonic()
         for future, job in list(self.running.items()):
             if job.deadline is not None and now >= job.deadline:
@@ -179,6 +174,14 @@ class Sweep:
                     f"timed out after {self.settings.timeout:g}s "
                     "(hydra.launcher.timeout); its process tree was killed",
                 )
+
+    def _collect(self, done: Iterable[concurrent.futures.Future[Any]]) -> None:
+        """Record the jobs whose futures are done, in start order: jobs that end in the same
+        poll free their slots in round-robin order."""
+        for future in sorted(done, key=lambda f: self.running[f].index):
+            job = self.running.pop(future)
+            failure, ret = _outcome(job)
+            self._finish(job, "failed" if failure else "completed", failure, ret)
 
     def _finish(
         self, job: Job, status: str, failure: str | None, ret: JobReturn | None = None
@@ -263,20 +266,21 @@ class Sweep:
             log.warning("job %d %s: retrying (%s)", job.num, status, failure)
         return True
 
-    def _stop(self, interrupt: SweepInterrupted) -> None:
+    def _stop(self) -> None:
         """No new job starts; running jobs' process trees end and are recorded; then exit."""
+        self._collect([f for f in self.running if f.done()])  # ended meanwhile: as usual
         log.error(
             "hpsearch: %s: stopping %d running jobs, %d never started",
-            interrupt,
+            self.stop.name,
             len(self.running),
-            len(self.queue),
+            len(self.queue) + len(self.whole_queue),
         )
         handles = [job.handle for job in self.running.values() if job.handle is not None]
         self.backend.end(handles, grace=INTERRUPT_GRACE_S)
         for job in self.running.values():
-            self._finish(job, "interrupted", f"interrupted by {interrupt}")
+            self._finish(job, "interrupted", f"interrupted by {self.stop.name}")
         log.error("hpsearch: %s; results in %s", self.state.summary(), self.table.path)
-        raise SystemExit(128 + interrupt.signum)
+        raise SystemExit(128 + (self.stop.signum or 0))
 
 
 def _outcome(job: Job) -> tuple[str | None, JobReturn | None]:
