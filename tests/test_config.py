@@ -62,6 +62,7 @@ def test_the_launcher_is_hpsearch_and_job_name_is_set(make_cfg, hydra_restore_si
     [
         (["lr=-1"], "lr=-1: must be > 0 (e.g. lr=1e-3)"),
         (["lr=0"], "lr=0: must be > 0"),
+        (["tensorboard=maybe"], "tensorboard='maybe': must be true or false"),
         (["lr=fast"], "lr='fast': must be a number (e.g. lr=1e-3)"),
         (["batch=0"], "batch=0: must be > 0 (e.g. batch=32)"),
         (["batch=1.5"], "batch=1.5: must be an integer (e.g. batch=32)"),

@@ -161,3 +161,22 @@ def test_user_env_wins() -> None:
     env = job_env("0", settings, slots=1, parent_pid=1, memory_total_mb=None, cpu_count=1)
     assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
     assert "HPSEARCH_GPU_MEMORY_LIMIT_MB" not in env  # no NVML total: the job asks NVML itself
+
+
+def test_torch_tasks_cap_their_allocator_at_the_launchers_fraction(monkeypatch) -> None:
+    """PyTorch reads no variable for a cap: the helper a torch task calls applies it."""
+    import sys
+    import types
+
+    from hpsearch.gpu_env import cap_torch_memory
+
+    calls = []
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, set_per_process_memory_fraction=lambda f, d: calls.append((f, d))
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.delenv("HPSEARCH_GPU_MEMORY_FRACTION", raising=False)
+    assert cap_torch_memory() is None and calls == []  # not launched by hpsearch: no cap
+    monkeypatch.setenv("HPSEARCH_GPU_MEMORY_FRACTION", "0.45")
+    assert cap_torch_memory() == 0.45
+    assert calls == [(0.45, 0)]  # device 0: the only one CUDA_VISIBLE_DEVICES leaves visible

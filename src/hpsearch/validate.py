@@ -65,6 +65,9 @@ def validate_config(cfg: DictConfig) -> None:
     _choice("objective.metric", cfg.objective.metric, METRICS)
     _choice("objective.mode", cfg.objective.mode, MODES)
     _choice("device.type", cfg.device.type, DEVICES)
+    for key in ("deterministic", "save_model", "tensorboard", "log_every_epoch"):
+        if not isinstance(cfg[key], bool):
+            raise ConfigError(f"{key}={cfg[key]!r}: must be true or false (e.g. {key}=false)")
     _validate_model(cfg.model)
     _validate_optimizer(cfg.optimizer)
     _validate_data(cfg.data)
