@@ -143,10 +143,15 @@ class Sweep:
         job.started, job.started_wall = time.monotonic(), time.time()
         if self.settings.timeout is not None:
             job.deadline = job.started + self.settings.timeout
-        job.handle = self.backend.start(spec, job.env)
-        self.running[job.handle.future] = job
         self.state.queued -= 1
         self.state.running.setdefault(job.device, []).append(job.label)
+        try:
+            job.handle = self.backend.start(spec, job.env)
+        except Exception as err:  # out of processes or file descriptors: this job fails, not all
+            job.handle = None
+            self._finish(job, "failed", f"could not start its process: {type(err).__name__}: {err}")
+            return
+        self.running[job.handle.future] = job
         alone = (
             f"  (attempt {job.attempts}, alone)"
             if job.whole
@@ -186,8 +191,8 @@ class Sweep:
     def _finish(
         self, job: Job, status: str, failure: str | None, ret: JobReturn | None = None
     ) -> None:
-        assert job.handle is not None
-        job.handle.close()  # the process has exited (or was ended) before its slot is reused
+        if job.handle is not None:
+            job.handle.close()  # the process has exited (or was ended) before its slot is reused
         self.pool.release(job.device, whole=job.whole)
         self.state.running[job.device].remove(job.label)
         seconds = time.monotonic() - job.started
