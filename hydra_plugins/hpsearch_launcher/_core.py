@@ -37,8 +37,9 @@ def launch(
     config: DictConfig = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     settings = parse_settings(launcher.params)
-    devices = sweep_devices(settings, os.environ, gpu_env.nvml_gpu_ids)
-    if settings.gpus and not gpu_env.nvml_gpu_ids():
+    nvml_ids = gpu_env.nvml_gpu_ids()  # asked once: an NVML session per call
+    devices = sweep_devices(settings, os.environ, lambda: nvml_ids)
+    if settings.gpus and not nvml_ids:
         log.warning(
             "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
             "against: jobs get those CUDA_VISIBLE_DEVICES as given",
@@ -57,13 +58,14 @@ def launch(
         launcher.job_offset + initial_job_idx,
         table.rows if settings.resume else {},
     )
-    on = "CPU" if devices == (CPU,) else f"GPU {','.join(devices)}"
+    kind = "CPU" if devices == (CPU,) else "GPU"
+    on = kind if devices == (CPU,) else f"GPU {','.join(devices)}"
     log.info(
         "hpsearch: %d jobs on %s, %d at a time per %s; sweep dir %s",
         len(jobs),
         on,
         slots,
-        "CPU" if devices == (CPU,) else "GPU",
+        kind,
         sweep_dir,
     )
     sweep = Sweep(jobs, settings, devices, slots, LokyBackend(), table, launcher)

@@ -48,6 +48,11 @@ def sweep_devices(
     return gpus if gpus else (CPU,)
 
 
+def device_label(device: str) -> str:
+    """How the console names a device: `cpu`, `gpu 1`."""
+    return "cpu" if device == CPU else f"gpu {device}"
+
+
 def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:
     return settings.n_jobs if tuple(devices) == (CPU,) else settings.jobs_per_gpu
 

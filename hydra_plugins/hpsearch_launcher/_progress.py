@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ._plan import device_label
+
 log = logging.getLogger("hpsearch.launcher")
 
 PLAIN_INTERVAL_S = 30.0  # at most one progress line this often when nothing else happens
@@ -98,7 +100,7 @@ class RichProgress:
         table.add_column("running")
         for device in self.devices:
             names = state.running.get(device, [])
-            table.add_row(device if device == "cpu" else f"gpu {device}", ", ".join(names) or "-")
+            table.add_row(device_label(device), ", ".join(names) or "-")
         return Group(Text(state.summary(), style="bold"), table)
 
     def close(self) -> None:

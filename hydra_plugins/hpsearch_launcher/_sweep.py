@@ -17,12 +17,13 @@ from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
 from hpsearch import gpu_env
+from hpsearch.leaderboard import objective
 from hpsearch.results_table import ResultsTable
 
 from ._child import ChildFailure
 from ._failures import is_out_of_memory, retry_kind, stderr_tail
 from ._jobs import Job
-from ._plan import CPU, SlotPool, default_cpu_count, job_env
+from ._plan import CPU, SlotPool, default_cpu_count, device_label, job_env
 from ._process import Backend, JobSpec, pack_job
 from ._progress import SweepState, make_progress
 from ._record import as_objective, job_row, task_config
@@ -66,7 +67,7 @@ class Sweep:
         self.memory_total = {d: gpu_env.nvml_total_mb(d) for d in devices if d != CPU}
         self.cpu_count = default_cpu_count()
         self.stop = StopRequest()
-        self.state = SweepState(total=len(jobs), queued=len(self.queue), slots=len(devices) * slots)
+        self._state = SweepState(total=len(jobs), slots=len(devices) * slots)
 
     def run(self) -> list[JobReturn]:
         for job in self.jobs:
@@ -86,23 +87,23 @@ class Sweep:
         assert len(returns) == len(self.jobs)
         return returns
 
+    @property
+    def state(self) -> SweepState:
+        """The counts kept as jobs end, with the queue and the running jobs read as they are."""
+        self._state.queued = len(self.queue) + len(self.whole_queue)
+        self._state.running = {}
+        for job in self.running.values():
+            self._state.running.setdefault(job.device, []).append(job.label)
+        return self._state
+
     def _resume(self, job: Job) -> None:
         """A job that finished in an earlier run: its recorded objective, no new process."""
         assert job.previous is not None
         row = dict(job.previous, status="resumed")
         self.table.put(row, job.params)
-        value = as_objective(_float_or_none(row.get("objective", "")))
-        ret = JobReturn(
-            overrides=job.overrides,
-            cfg=task_config(job.config),
-            hydra_cfg=OmegaConf.create({"hydra": job.config.hydra}),
-            working_dir=row.get("run_dir", ""),
-            task_name=str(job.config.hydra.job.name),
-            status=JobStatus.COMPLETED,
-        )
-        ret._return_value = value
-        self.returns[job.index] = ret
-        self.state.resumed += 1
+        value = objective(row)
+        self.returns[job.index] = _job_return(job, JobStatus.COMPLETED, value, row["run_dir"])
+        self._state.resumed += 1
         log.info(
             "job %s resumed  %s  -> %s (finished in an earlier run)",
             row.get("job"),
@@ -143,8 +144,6 @@ class Sweep:
         job.started, job.started_wall = time.monotonic(), time.time()
         if self.settings.timeout is not None:
             job.deadline = job.started + self.settings.timeout
-        self.state.queued -= 1
-        self.state.running.setdefault(job.device, []).append(job.label)
         try:
             job.handle = self.backend.start(spec, job.env)
         except Exception as err:  # out of processes or file descriptors: this job fails, not all
@@ -157,7 +156,7 @@ class Sweep:
             if job.whole
             else (f"  (attempt {job.attempts})" if job.attempts > 1 else "")
         )
-        log.info("job %d start  %s  %s%s", job.num, _device_label(job.device), job.label, alone)
+        log.info("job %d start  %s  %s%s", job.num, device_label(job.device), job.label, alone)
 
     def _wait(self) -> None:
         now = time.monotonic()
@@ -194,7 +193,6 @@ class Sweep:
         if job.handle is not None:
             job.handle.close()  # the process has exited (or was ended) before its slot is reused
         self.pool.release(job.device, whole=job.whole)
-        self.state.running[job.device].remove(job.label)
         seconds = time.monotonic() - job.started
         if ret is not None and ret.status != JobStatus.COMPLETED:
             status, failure = "failed", f"{type(ret._return_value).__name__}: {ret._return_value}"
@@ -204,16 +202,16 @@ class Sweep:
             ret = _failed_return(
                 job,
                 f"job {job.num} ({job.label}) on "
-                f"{_device_label(job.device)}: {failure}; logs in {job.run_dir}",
+                f"{device_label(job.device)}: {failure}; logs in {job.run_dir}",
             )
         self.returns[job.index] = ret
-        objective = as_objective(ret._return_value) if status == "completed" else None
+        value = as_objective(ret._return_value) if status == "completed" else None
         error = "; ".join([*job.errors, *([failure] if failure else [])])
         self.table.put(
             job_row(
                 num=job.num,
                 status=status,
-                objective=objective,
+                objective=value,
                 device=job.device,
                 started=job.started_wall,
                 ended=time.time(),
@@ -225,23 +223,23 @@ class Sweep:
             job.params,
         )
         if status == "completed":
-            self.state.done += 1
-            self.state.durations.append(seconds)
+            self._state.done += 1
+            self._state.durations.append(seconds)
             log.info(
                 "job %d done   %s  %s  %.1fs  -> %s",
                 job.num,
-                _device_label(job.device),
+                device_label(job.device),
                 job.label,
                 seconds,
                 _short(ret._return_value),
             )
         else:
-            self.state.failed += 1
+            self._state.failed += 1
             log.error(
                 "job %d %s %s  %s  %.1fs: %s",
                 job.num,
                 status.upper(),
-                _device_label(job.device),
+                device_label(job.device),
                 job.label,
                 seconds,
                 failure,
@@ -257,13 +255,12 @@ class Sweep:
             return False
         job.errors.append(f"attempt {job.attempts}: {'out of memory: ' if oom else ''}{failure}")
         job.whole = kind == "oom"
-        self.state.queued += 1
         if job.whole:
             self.whole_queue.append(job)
             log.warning(
                 "job %d ran out of memory on %s: retrying alone on it with the whole memory (%s)",
                 job.num,
-                _device_label(job.device),
+                device_label(job.device),
                 failure,
             )
         else:
@@ -300,29 +297,24 @@ def _outcome(job: Job) -> tuple[str | None, JobReturn | None]:
     return None, result
 
 
-def _failed_return(job: Job, message: str) -> JobReturn:
+def _job_return(job: Job, status: JobStatus, value: Any, working_dir: str) -> JobReturn:
+    """A JobReturn made here, for a job whose process returned none (resumed or failed)."""
     ret = JobReturn(
         overrides=job.overrides,
         cfg=task_config(job.config),
         hydra_cfg=OmegaConf.create({"hydra": job.config.hydra}),
-        # As Hydra's run_job sets it: the job's working directory.
-        working_dir=str(job.run_dir) if job.config.hydra.job.chdir else os.getcwd(),
+        working_dir=working_dir,
         task_name=str(job.config.hydra.job.name),
-        status=JobStatus.FAILED,
+        status=status,
     )
-    ret._return_value = JobFailed(message)
+    ret._return_value = value
     return ret
 
 
-def _float_or_none(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _device_label(device: str) -> str:
-    return "cpu" if device == CPU else f"gpu {device}"
+def _failed_return(job: Job, message: str) -> JobReturn:
+    # working_dir as Hydra's run_job sets it: the job's working directory.
+    cwd = str(job.run_dir) if job.config.hydra.job.chdir else os.getcwd()
+    return _job_return(job, JobStatus.FAILED, JobFailed(message), cwd)
 
 
 def _short(value: Any) -> str:
