@@ -15,6 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra._internal.callbacks import Callbacks
+from hydra._internal.hydra import Hydra
+from hydra._internal.utils import create_config_search_path
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn
+from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR
@@ -28,7 +36,7 @@ def processes_tagged(tag: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get("HPSEARCH_TEST_TAG") == tag and proc.status() != "zombie":
+            if proc.environ().get("HPS_TEST_TAG") == tag and proc.status() != "zombie":
                 found.append(proc)
         except psutil.Error:
             continue
@@ -50,7 +58,7 @@ class Runner:
         self.tmp_path = tmp_path
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ, HPSEARCH_TEST_TAG=self.tag, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, HPS_TEST_TAG=self.tag, PYTHONUNBUFFERED="1")
         env.pop("CUDA_VISIBLE_DEVICES", None)
         return env | (extra or {})
 
@@ -89,6 +97,42 @@ def read_records(marks: Path) -> list[dict]:
     """What each probe job recorded, by job number."""
     lines = (marks / "records.jsonl").read_text().splitlines()
     return sorted((json.loads(line) for line in lines), key=lambda r: r["num"])
+
+
+@pytest.fixture
+def launch_app(
+    runner: Runner, marks: Path, tmp_path: Path, hydra_restore_singletons: None
+) -> Iterator[Callable[..., list[JobReturn]]]:
+    """Run our launcher in this process on an app's jobs, as a sweeper would; hand back the
+    JobReturns. Each job's overrides are what a sweeper hands over; `marks=` is added."""
+
+    def launch(
+        conf_dir: Path, config_name: str, task: Callable, jobs: list[list[str]], *overrides: str
+    ) -> list[JobReturn]:
+        GlobalHydra.instance().clear()
+        hydra = Hydra.create_main_hydra2(
+            task_name=config_name, config_search_path=create_config_search_path(str(conf_dir))
+        )
+        cfg = hydra.compose_config(
+            config_name,
+            overrides=[
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                f"+hydra.launcher.env.HPS_TEST_TAG={runner.tag}",
+                *overrides,
+            ],
+            run_mode=RunMode.MULTIRUN,
+        )
+        HydraConfig.instance().set_config(cfg)
+        launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks(cfg)),
+            task_function=task,
+            config=cfg,
+        )
+        batch = [[*job, f"marks={marks}"] for job in jobs]
+        return list(launcher.launch(batch, initial_job_idx=0))
+
+    yield launch
+    GlobalHydra.instance().clear()
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def test_defaults(make_cfg) -> None:
         ("data=synthetic", "data.shape", [28, 28]),
         ("optimizer=sgd", "optimizer.momentum", 0.9),
         ("optimizer=adam", "optimizer.decay_rate", 0.95),
-        ("device=cpu", "device.gpus", []),
+        ("device=cpu", "device.type", "cpu"),
         ("device=gpu", "device.type", "gpu"),
         ("lr=1e-2", "lr", 0.01),
         ("batch=32", "batch", 32),

@@ -5,65 +5,34 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from apps.probe import probe
 from conftest import PROBE, Runner, processes_tagged, read_records
-from hydra._internal.callbacks import Callbacks
-from hydra._internal.hydra import Hydra
-from hydra._internal.utils import create_config_search_path
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.types import HydraContext, RunMode
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def launch(runner: Runner, marks: Path, tmp_path: Path, hydra_restore_singletons: None) -> Iterator:
-    """Run our launcher in this process, as a sweeper would, and hand back its JobReturns."""
-
-    def run(jobs: list[list[str]], *overrides: str) -> list[JobReturn]:
-        """Each job's own overrides are what a sweeper hands over: every task override."""
-        GlobalHydra.instance().clear()
-        hydra = Hydra.create_main_hydra2(
-            task_name="probe",
-            config_search_path=create_config_search_path(str(PROBE.parent / "conf")),
-        )
-        cfg = hydra.compose_config(
-            "probe",
-            overrides=[
-                f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                f"+hydra.launcher.env.HPSEARCH_TEST_TAG={runner.tag}",
-                *overrides,
-            ],
-            run_mode=RunMode.MULTIRUN,
-        )
-        HydraConfig.instance().set_config(cfg)
-        launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks(cfg)),
-            task_function=probe,
-            config=cfg,
-        )
-        return list(launcher.launch([[*job, f"marks={marks}"] for job in jobs], initial_job_idx=0))
-
-    yield run
-    GlobalHydra.instance().clear()
+def launch(launch_app, marks: Path) -> Callable[..., list[JobReturn]]:
+    """The probe app's jobs through our launcher, in this process, as a sweeper would."""
+    return lambda jobs, *overrides: launch_app(
+        PROBE.parent / "conf", "probe", probe, jobs, *overrides
+    )
 
 
 FAULTS = [
     # mode, final status, reason (in the JobReturn and results.csv), attempts
     ("raise", "failed", "ValueError: probe asked to raise", 1),
     ("exit", "failed", "exited with status 3", 1),
-    ("hard_exit", "failed", "process exited with status 7", 1),
-    ("segfault", "failed", "process killed by SIGSEGV (segmentation fault)", 1),
+    ("hard_exit", "failed", "exited with status 7", 1),
+    ("segfault", "failed", "killed by SIGSEGV (segmentation fault)", 1),
     # A SIGKILL hpsearch did not send is taken for the OOM killer: retried once, alone.
-    ("sigkill", "failed", "process killed by SIGKILL (killed: the OOM killer", 2),
+    ("sigkill", "failed", "killed by SIGKILL (the OOM killer, or a user)", 2),
     ("tf_oom", "failed", "ResourceExhaustedError: OOM when allocating tensor", 2),
     ("hang", "timeout", "timed out after 3s (hydra.launcher.timeout); its process tree was", 1),
     ("flood", "completed", "", 1),

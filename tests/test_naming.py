@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher._naming import (
+from hydra_plugins.hpsearch_launcher.plan._naming import (
     MAX_COMPONENT_BYTES,
     claim_run_dir,
     run_dir_name,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher._plan import (
+from hydra_plugins.hpsearch_launcher.plan._env import job_env
+from hydra_plugins.hpsearch_launcher.plan._settings import LauncherSettingsError, parse_settings
+from hydra_plugins.hpsearch_launcher.plan._slots import (
     CPU,
     SlotPool,
-    job_env,
     slots_per_device,
     sweep_devices,
     visible_gpus,
 )
-from hydra_plugins.hpsearch_launcher._settings import LauncherSettingsError, parse_settings
 
 
 def replay(devices: list[str], slots: int, events: list[str]) -> list[str]:
@@ -156,10 +156,18 @@ def test_job_env_on_cpu_hides_gpus_and_splits_cores() -> None:
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in env
 
 
-def test_user_env_wins() -> None:
-    settings = parse_settings({"gpus": [0], "env": {"TF_FORCE_GPU_ALLOW_GROWTH": "false"}})
+def test_user_env_wins_where_the_launcher_does_not_own_the_variable() -> None:
+    settings = parse_settings({"gpus": [], "n_jobs": 2, "env": {"OMP_NUM_THREADS": "7"}})
+    env = job_env(CPU, settings, slots=2, parent_pid=1, memory_total_mb=None, cpu_count=8)
+    assert env["OMP_NUM_THREADS"] == "7"
+    assert env["HPSEARCH_CPU_THREADS"] == "4"  # TensorFlow's pools: the launcher's share
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_allow_growth_reaches_the_job_environment(allow: bool) -> None:
+    settings = parse_settings({"gpus": [0], "allow_growth": allow})
     env = job_env("0", settings, slots=1, parent_pid=1, memory_total_mb=None, cpu_count=1)
-    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == ("true" if allow else "false")
     assert "HPSEARCH_GPU_MEMORY_LIMIT_MB" not in env  # no NVML total: the job asks NVML itself
 
 
@@ -168,7 +176,7 @@ def test_torch_tasks_cap_their_allocator_at_the_launchers_fraction(monkeypatch) 
     import sys
     import types
 
-    from hpsearch.gpu_env import cap_torch_memory
+    from hydra_plugins.hpsearch_launcher.contract import cap_torch_memory
 
     calls = []
     cuda = types.SimpleNamespace(

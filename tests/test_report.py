@@ -11,7 +11,7 @@ import matplotlib.image
 import pytest
 
 from hpsearch.report import build_figure, load_sweep, main
-from hpsearch.results_table import ResultsTable
+from hydra_plugins.hpsearch_launcher.results import ResultsTable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -164,7 +164,7 @@ def test_dir_without_results_csv_says_run_a_sweep(
 
 
 def test_empty_results_csv_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "results.csv").write_text("job,lr,status,objective,config_hash,error\n")
+    (tmp_path / "results.csv").write_text("job,lr,status,objective,run_dir,config_hash,error\n")
     assert f"{tmp_path / 'results.csv'} has no rows" in error_of([str(tmp_path)], capsys)
 
 

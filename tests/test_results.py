@@ -12,33 +12,99 @@ import pytest
 import yaml
 from conftest import Runner
 
-from hpsearch.leaderboard import leaderboard, objective_mode, ranked
-from hpsearch.results_table import HEAD, TAIL, ResultsTable
+from hydra_plugins.hpsearch_launcher.record._table import TAIL
+from hydra_plugins.hpsearch_launcher.results import (
+    ResultsFileError,
+    ResultsTable,
+    leaderboard,
+    ranked,
+    summary_options,
+)
 
 
-def row(job: int, status: str, objective: object = "", error: str = "") -> dict:
+def row(job: int, status: str, objective: object = "", error: str = "", digest: str = "") -> dict:
     return {
         "job": job,
         "status": status,
         "objective": objective,
         "run_dir": f"/s/{job}",
-        "config_hash": f"h{job}",
+        "config_hash": digest or f"h{job}",
         "error": error,
+        "return": "" if objective == "" else str(objective),
     }
 
 
-def test_table_is_rewritten_whole_and_rows_replace_by_config(tmp_path: Path) -> None:
+def test_one_row_per_job_even_for_the_same_config(tmp_path: Path) -> None:
     table = ResultsTable(tmp_path / "results.csv")
     table.put(row(0, "completed", 0.5), {"lr": "0.1"})
     table.put(row(1, "failed", error="boom\nwith a second line"), {"lr": "0.2", "batch": "8"})
-    table.put(row(2, "completed", 0.7) | {"config_hash": "h1"}, {"lr": "0.2", "batch": "8"})
+    table.put(row(2, "completed", 0.7, digest="h1") | {"acc": 0.9}, {"lr": "0.2", "batch": "8"})
     frame = pd.read_csv(tmp_path / "results.csv")
-    assert list(frame.columns) == [*HEAD, "lr", "batch", *TAIL]
-    assert frame["job"].tolist() == [0, 2]  # job 2 re-ran job 1's config: one row
-    assert frame["status"].tolist() == ["completed", "completed"]
+    assert list(frame.columns) == ["job", "lr", "batch", "status", "objective", "acc", *TAIL]
+    assert frame["job"].tolist() == [0, 1, 2]  # job 2 ran job 1's config again: its own row
+    assert frame["status"].tolist() == ["completed", "failed", "completed"]
     again = ResultsTable.load(tmp_path)
-    assert again.params == ["lr", "batch"] and again.max_job() == 2
+    assert again.params == ["lr", "batch"] and again.values == ["objective", "acc"]
+    assert again.max_job() == 2
+    assert [r["job"] for r in again.finished()["h1"]] == ["2"]
     assert not list(tmp_path.glob(".results.csv.*"))
+
+
+def test_superseded_rows_are_not_failures(tmp_path: Path) -> None:
+    table = ResultsTable(tmp_path / "results.csv")
+    table.put(row(0, "failed", error="boom"), {})
+    table.put(row(1, "interrupted", error="SIGINT", digest="h9"), {})
+    table.supersede("h0", before_job=2, by_job=2)
+    table.put(row(2, "completed", 0.5, digest="h0"), {})
+    rows = list(ResultsTable.load(tmp_path).rows.values())
+    assert [r["status"] for r in rows] == ["superseded", "interrupted", "completed"]
+    assert rows[0]["error"] == "failed: boom; re-run as job 2"
+    assert "1 failed or unfinished, 3 jobs" in leaderboard(rows, [], "max")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a,b\n1,2\n", "has no job, status, run_dir, config_hash column"),
+        ("job,status,run_dir,config_hash\n0,completed,d\n", "line 2: fewer cells"),
+        ("job,status,run_dir,config_hash\n0,completed,d,h,extra\n", "line 2: 5 cells"),
+        ("job,status,run_dir,config_hash\nx,completed,d,h\n", "line 2: job 'x' is not a job"),
+        ("job,status,run_dir,config_hash\n0,done,d,h\n", "line 2: status 'done' is not one"),
+        ("job,status,run_dir,config_hash\n0,failed,d,h\n0,failed,d,h\n", "job 0 appears twice"),
+    ],
+)
+def test_a_results_file_not_ours_is_named_in_one_line(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    (tmp_path / "results.csv").write_text(text)
+    with pytest.raises(ResultsFileError) as err:
+        ResultsTable.load(tmp_path)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'results.csv'} ") and problem in message
+    assert "hydra.launcher.resume=false" in message and "\n" not in message
+
+
+def test_set_aside_keeps_every_earlier_file(tmp_path: Path) -> None:
+    for n in range(3):
+        (tmp_path / "results.csv").write_text(f"run {n}")
+        ResultsTable(tmp_path / "results.csv").set_aside()
+    kept = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert kept == {
+        "results.csv.bak": "run 0",
+        "results.csv.bak2": "run 1",
+        "results.csv.bak3": "run 2",
+    }
+
+
+def test_files_honour_the_umask(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        ResultsTable(tmp_path / "results.csv").put(row(0, "completed", 1.0), {})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "results.csv").stat().st_mode & 0o777 == 0o644
 
 
 def test_errors_stay_on_one_line(tmp_path: Path) -> None:
@@ -65,16 +131,21 @@ def test_leaderboard_ranks_by_direction_and_lists_failures(mode: str, best: int)
 
 
 @pytest.mark.parametrize(
-    ("cfg", "mode"),
+    ("cfg", "options"),
     [
-        ({"objective": {"mode": "min"}}, "min"),
-        ({"hydra": {"sweeper": {"direction": "minimize"}}}, "min"),
-        ({}, "max"),
-        (None, "max"),
+        (
+            {"hydra": {"callbacks": {"summary": {"mode": "min", "columns": ["acc"]}}}},
+            ("min", ["acc"]),
+        ),
+        ({"hydra": {"sweeper": {"direction": "minimize"}}}, ("min", [])),
+        ({"hydra": {"sweeper": {"direction": ["minimize", "maximize"]}}}, ("min", [])),
+        ({"objective": {"mode": "min"}}, ("max", [])),  # the app's own keys are not read
+        ({}, ("max", [])),
+        (None, ("max", [])),
     ],
 )
-def test_objective_mode(cfg: dict | None, mode: str) -> None:
-    assert objective_mode(cfg) == mode
+def test_summary_options(cfg: dict | None, options: tuple) -> None:
+    assert summary_options(cfg) == options
 
 
 def starts(marks: Path) -> collections.Counter:
@@ -122,6 +193,9 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     sweep.send_signal(signal.SIGINT)
     out, _ = sweep.communicate(timeout=30)
     assert sweep.returncode == 130, out
+    summary = [line for line in out.splitlines() if "; results in" in line][-1]
+    assert "(2 done, 0 failed, 2 interrupted, 0 resumed)" in summary and "ETA" not in summary
+    assert "2 never started" in summary
     first = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert dict(zip(first["x"], first["status"], strict=True)) == {
         0: "completed",
@@ -134,7 +208,11 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     result = runner.run(args)
     assert result.returncode == 0, result.stdout
     assert starts(marks) == {0: 1, 1: 1, 2: 2, 3: 2, 4: 1, 5: 1}  # 0 and 1 did not run again
-    final = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    every = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    superseded = every[every["status"] == "superseded"]
+    assert superseded["x"].tolist() == [2, 3]  # the first run's rows of the re-run jobs
+    assert all(e.startswith("interrupted: interrupted by SIGINT") for e in superseded["error"])
+    final = every[every["status"] != "superseded"]
     assert sorted(final["x"]) == [0, 1, 2, 3, 4, 5]  # every job exactly once
     assert dict(zip(final["x"], final["status"], strict=True)) == {
         0: "resumed",
@@ -147,6 +225,11 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     assert final["job"].is_unique and final["run_dir"].is_unique
     first_dirs = set(first["run_dir"])
     assert all(d not in first_dirs for d in final.loc[final["x"] >= 2, "run_dir"])
+    # A run dir is made when its job starts: no empty husks, and jobs that never started in
+    # the first run get their clean names.
+    dirs = {p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()}
+    assert dirs == {Path(d).name for d in every["run_dir"]}
+    assert {Path(d).name for d in final.loc[final["x"] >= 4, "run_dir"]} == {"x=4", "x=5"}
 
 
 def starts_so_far(marks: Path) -> set[int]:

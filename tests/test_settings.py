@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher._settings import LauncherSettingsError, parse_settings
+from hydra_plugins.hpsearch_launcher.plan._settings import LauncherSettingsError, parse_settings
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,44 @@ def test_good_settings(params: dict, gpus: tuple | None, fraction: float) -> Non
     assert settings.gpus == gpus
     assert settings.fraction == pytest.approx(fraction)
     assert settings.jobs_per_gpu * settings.fraction <= 1
+
+
+@pytest.mark.parametrize(
+    ("name", "use"),
+    [
+        ("CUDA_VISIBLE_DEVICES", "use hydra.launcher.gpus instead"),
+        ("HPSEARCH_GPU_MEMORY_FRACTION", "use hydra.launcher.memory_fraction instead"),
+        ("TF_FORCE_GPU_ALLOW_GROWTH", "use hydra.launcher.allow_growth instead"),
+        ("XLA_PYTHON_CLIENT_MEM_FRACTION", "use hydra.launcher.memory_fraction instead"),
+        ("HPSEARCH_ANYTHING", "reserved for the launcher's contract"),
+    ],
+)
+def test_env_may_not_set_what_the_launcher_owns(name: str, use: str) -> None:
+    """`env.CUDA_VISIBLE_DEVICES=3` once put every job on GPU 3 while the console said 0, 1."""
+    with pytest.raises(LauncherSettingsError) as err:
+        parse_settings({"gpus": [0, 1], "env": {name: "3"}})
+    text = str(err.value)
+    assert text.startswith(f"hydra.launcher.env.{name}: ") and use in text and "\n" not in text
+
+
+def test_defaults_come_from_the_config_dataclass() -> None:
+    """One source: the parser reads the dataclass's defaults, and they agree with Hydra's."""
+    from hydra_plugins.hpsearch_launcher.hpsearch_launcher import HpsearchLauncherConf
+    from hydra_plugins.hpsearch_launcher.plan._settings import cpu_count, defaults
+
+    declared = defaults()
+    assert declared["gpus"] == HpsearchLauncherConf.gpus == "auto"
+    settings = parse_settings({})
+    assert (
+        settings.gpus is None and settings.max_oom_retries == HpsearchLauncherConf.max_oom_retries
+    )
+    assert settings.n_jobs == cpu_count() >= 1
+    assert set(declared) == {
+        f for f in HpsearchLauncherConf.__dataclass_fields__ if f != "_target_"
+    }
+
+
+@pytest.mark.parametrize("key", ["resume", "allow_growth"])
+def test_flags_must_be_booleans(key: str) -> None:
+    with pytest.raises(LauncherSettingsError, match=f"hydra.launcher.{key}='no': must be true or"):
+        parse_settings({key: "no"})

@@ -1,7 +1,7 @@
 """launch(): plan the sweep, run each job in its own process on its slot, collect JobReturns.
 
-Data flows one way: settings -> plan (devices, slots, names, environments) -> processes ->
-JobReturns in input order, with results.csv rewritten as each job ends.
+Data flows one way: settings -> plan (devices, slots, jobs, names) -> processes (a backend)
+-> records (results.csv) and one JobReturn per job, in input order.
 """
 
 from __future__ import annotations
@@ -12,18 +12,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
+from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch import gpu_env
-from hpsearch.leaderboard import leaderboard, objective_mode
-from hpsearch.results_table import ResultsTable
-
-from ._jobs import compose_jobs
-from ._plan import CPU, slots_per_device, sweep_devices
-from ._process import LokyBackend
-from ._settings import parse_settings
-from ._sweep import Sweep
+from . import contract
+from .execute._local import LocalBackend
+from .execute._sweep import Sweep
+from .plan._jobs import compose_jobs
+from .plan._settings import LauncherSettings, cpu_count, parse_settings
+from .plan._slots import CPU, SlotPool, slots_per_device, sweep_devices
+from .record._leaderboard import leaderboard, summary_options
+from .record._recorder import Recorder
+from .record._table import FILENAME, ResultsTable
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -37,7 +39,7 @@ def launch(
     config: DictConfig = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     settings = parse_settings(launcher.params)
-    nvml_ids = gpu_env.nvml_gpu_ids()  # asked once: an NVML session per call
+    nvml_ids = contract.nvml_gpu_ids()  # asked once: an NVML session per call
     devices = sweep_devices(settings, os.environ, lambda: nvml_ids)
     if settings.gpus and not nvml_ids:
         log.warning(
@@ -47,36 +49,62 @@ def launch(
         )
     slots = slots_per_device(settings, devices)
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    table = ResultsTable.load(sweep_dir)
-    if launcher.job_offset is None:
-        # A sweep resumed in the same dir numbers its jobs after the earlier run's.
-        launcher.job_offset = table.max_job() + 1 if settings.resume else 0
+    if launcher.records is None:
+        launcher.records = open_records(sweep_dir, settings)
+    recorder: Recorder = launcher.records
     jobs = compose_jobs(
         launcher,
         job_overrides,
-        launcher.job_offset + initial_job_idx,
-        table.rows if settings.resume else {},
+        recorder.first_new_job + initial_job_idx,
+        recorder.resumable() if settings.resume else {},
     )
-    kind = "CPU" if devices == (CPU,) else "GPU"
-    on = kind if devices == (CPU,) else f"GPU {','.join(devices)}"
+    where = "the CPU" if devices == (CPU,) else f"GPU {','.join(devices)}"
+    per = "" if devices == (CPU,) else " per GPU"
     log.info(
-        "hpsearch: %d jobs on %s, %d at a time per %s; sweep dir %s",
+        "hpsearch: %d jobs on %s, %d at a time%s; sweep dir %s",
         len(jobs),
-        on,
+        where,
         slots,
-        kind,
+        per,
         sweep_dir,
     )
-    sweep = Sweep(jobs, settings, devices, slots, LokyBackend(), table, launcher)
-    returns = sweep.run()
-    if sweeper_stops(config, sweep.state.failed, len(jobs)):
+    task = cloudpickle.dumps(
+        (launcher.hydra_context, launcher.task_function, Singleton.get_state())
+    )
+    backend = LocalBackend(task)
+    try:
+        sweep = Sweep(
+            jobs,
+            settings,
+            SlotPool(devices, slots),
+            backend,
+            recorder,
+            {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
+            cpu_count(),
+        )
+        returns = sweep.run()
+    finally:
+        backend.close()
+    if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(jobs)):
         # The sweeper is about to raise the first failure: show the whole picture first (the
         # end-of-sweep callback that prints it otherwise will not run).
-        log.info(
-            "\n%s", leaderboard(list(table.rows.values()), table.params, objective_mode(config))
-        )
+        mode, columns = summary_options(config)
+        rows = list(recorder.table.rows.values())
+        log.info("\n%s", leaderboard(rows, recorder.table.params, mode, columns=columns))
     return returns
+
+
+def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
+    """The sweep dir's results.csv, read to resume; with resume=false, set aside unread."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    if settings.resume:
+        table = ResultsTable.load(sweep_dir)
+        return Recorder(table, table.max_job() + 1)
+    table = ResultsTable(sweep_dir / FILENAME)
+    moved = table.set_aside()
+    if moved is not None:
+        log.warning("hpsearch: resume=false: the earlier %s is kept as %s", FILENAME, moved)
+    return Recorder(table, 0)
 
 
 def sweeper_stops(config: DictConfig, failed: int, total: int) -> bool:

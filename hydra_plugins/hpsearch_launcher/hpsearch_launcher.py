@@ -21,20 +21,21 @@ from omegaconf import DictConfig, OmegaConf
 @dataclass
 class HpsearchLauncherConf:
     _target_: str = "hydra_plugins.hpsearch_launcher.hpsearch_launcher.HpsearchLauncher"
-    # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none) or a list of GPU ids used
-    # as given. Defaults to the app's `device.gpus` when it has one (hpsearch's device=cpu: []).
-    gpus: Any = "${oc.select:device.gpus,auto}"
+    # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none), or a list of GPU ids
+    # used as given ([] runs on the CPU).
+    gpus: Any = "auto"
     # Jobs that share one GPU at a time (slots per GPU), an integer >= 1.
     jobs_per_gpu: int = 1
     # Each job's share of its GPU's memory, in (0, 1]; null: 0.9 / jobs_per_gpu.
     memory_fraction: Any = None
-    # Jobs at once when there is no GPU; null: the number of CPU cores.
+    # Jobs at once when there is no GPU; null: the number of CPU cores (cgroup quotas counted).
     n_jobs: Any = None
     # Per-job wall-clock limit in seconds; the job's process tree is killed past it. null: none.
     timeout: Any = None
     # TF_FORCE_GPU_ALLOW_GROWTH for each job: allocate GPU memory as needed, up to the cap.
     allow_growth: bool = True
-    # Extra environment variables for every job (applied last: they win).
+    # Extra environment variables for every job; those the launcher sets itself (the GPU, its
+    # memory cap, HPSEARCH_*) are refused: use the setting that controls them.
     env: dict[str, str] = field(default_factory=dict)
     # Skip jobs whose identical config already finished in this sweep dir (results.csv), and
     # number new jobs after the earlier run's; false runs every job again, numbered from 0.
@@ -62,8 +63,9 @@ class HpsearchLauncher(Launcher):
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
-        # Added to hydra.job.num: set at the first launch() from results.csv's highest job.
-        self.job_offset: int | None = None
+        # The sweep's records, opened at the first launch() and kept for the later ones (Optuna
+        # launches a batch at a time): results.csv, and the offset added to hydra.job.num.
+        self.records: Any = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig

@@ -32,8 +32,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullFormatter
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch.leaderboard import leaderboard, objective, objective_mode, ranked
-from hpsearch.results_table import DONE, FILENAME, ResultsTable
+from hydra_plugins.hpsearch_launcher.results import (
+    DONE,
+    FILENAME,
+    ResultsFileError,
+    ResultsTable,
+    leaderboard,
+    objective,
+    ranked,
+    summary_options,
+)
 
 PLOT_NAME = "report.png"
 PANEL_SIZE = (4.5, 3.6)  # inches per subplot
@@ -123,7 +131,10 @@ def load_sweep(sweep_dir: Path) -> Sweep:
         raise ReportError(
             f"no {FILENAME} in {sweep_dir}: run a sweep with the hpsearch launcher into it first"
         )
-    table = ResultsTable.load(sweep_dir)
+    try:
+        table = ResultsTable.load(sweep_dir)
+    except ResultsFileError as err:
+        raise ReportError(str(err)) from None
     if not table.rows:
         raise ReportError(
             f"{table.path} has no rows: no job of the sweep has ended yet; "
@@ -138,6 +149,12 @@ def load_sweep(sweep_dir: Path) -> Sweep:
         mode=objective_mode(cfg),
         metric=str(metric) if metric else "objective",
     )
+
+
+def objective_mode(cfg: DictConfig | None) -> str:
+    """'max' or 'min': hpsearch's objective.mode, else what the sweep's summary used."""
+    mode = OmegaConf.select(cfg, "objective.mode", default=None) if cfg else None
+    return str(mode) if mode in ("max", "min") else summary_options(cfg)[0]
 
 
 def _multirun_config(sweep_dir: Path) -> DictConfig | None:

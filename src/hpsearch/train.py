@@ -15,11 +15,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch.atomic import write_json_atomic
 from hpsearch.data import Datasets, load_datasets
 from hpsearch.errors import TrainingDiverged
 from hpsearch.tf_import import import_tensorflow
 from hpsearch.validate import validate_config
+from hydra_plugins.hpsearch_launcher.contract import METRICS_FILE, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def run(
             "wall_time_s": time.perf_counter() - started,
         }
         if output_dir is not None:
-            write_json_atomic(output_dir / "metrics.json", record)
+            write_json_atomic(output_dir / METRICS_FILE, record)
         raise
     final = _final_metrics(model, data, epochs.history[-1], int(cfg.eval_batch))
     if board is not None:
@@ -113,7 +113,7 @@ def run(
     }
     log.info("final: %s", "  ".join(f"{k}={v:.4f}" for k, v in sorted(final.items())))
     if output_dir is not None:
-        write_json_atomic(output_dir / "metrics.json", record)
+        write_json_atomic(output_dir / METRICS_FILE, record)
         if cfg.save_model:
             model.save(output_dir / "model.keras")
     return record

@@ -1,9 +1,39 @@
-"""The contract between the launcher (parent) and a job (child) about GPUs: the environment
-variable names, and NVML look-ups both sides use. No TensorFlow here: the parent imports it."""
+"""What the launcher promises a job, and what it reads back: the public contract for tasks.
+
+A task may import this module (hpsearch's trainer does); the launcher imports nothing from any
+app. It stays light: Hydra's plugin scan imports it in every Hydra process.
+
+- The environment: each job's process is created with the variables below (and
+  `CUDA_VISIBLE_DEVICES`, `TF_FORCE_GPU_ALLOW_GROWTH`, `XLA_PYTHON_CLIENT_MEM_FRACTION`) already
+  set, before it imports anything.
+- The return value of the task: a number (the objective), a list of numbers or a mapping of
+  numbers becomes results.csv columns; anything JSON can hold is handed back on resume.
+- `metrics.json` in the job's output dir, optional: its `final` mapping's numbers become
+  results.csv columns. `write_json_atomic` writes it so that a reader never sees half a file.
+"""
 
 from __future__ import annotations
 
 import os
+
+from .record._atomic import write_json_atomic, write_text_atomic
+
+__all__ = [
+    "CPU_THREADS",
+    "GPU_ID",
+    "MEMORY_FRACTION",
+    "MEMORY_LIMIT_MB",
+    "METRICS_FILE",
+    "OWNED_VARIABLES",
+    "PARENT_PID",
+    "cap_torch_memory",
+    "job_memory_limit_mb",
+    "memory_limit_mb",
+    "nvml_gpu_ids",
+    "nvml_total_mb",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
 # Set by the launcher in each job's environment before the job's process starts.
 GPU_ID = "HPSEARCH_GPU"  # the GPU the job was given ("" on CPU)
@@ -11,6 +41,22 @@ MEMORY_FRACTION = "HPSEARCH_GPU_MEMORY_FRACTION"  # the job's share of its GPU's
 MEMORY_LIMIT_MB = "HPSEARCH_GPU_MEMORY_LIMIT_MB"  # that share in MB, when the parent knew the total
 CPU_THREADS = "HPSEARCH_CPU_THREADS"  # the job's share of the CPU cores
 PARENT_PID = "HPSEARCH_PARENT_PID"  # the sweep process: the job exits if it dies
+# Variables only the launcher may set: hydra.launcher.env refuses them (the setting that
+# controls each is named in the error). Any other HPSEARCH_ name is reserved too.
+OWNED_VARIABLES = {
+    "CUDA_VISIBLE_DEVICES": "hydra.launcher.gpus",
+    "CUDA_DEVICE_ORDER": "hydra.launcher.gpus (ids are nvidia-smi's PCI bus order)",
+    "TF_FORCE_GPU_ALLOW_GROWTH": "hydra.launcher.allow_growth",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION": "hydra.launcher.memory_fraction",
+    GPU_ID: "hydra.launcher.gpus",
+    MEMORY_FRACTION: "hydra.launcher.memory_fraction",
+    MEMORY_LIMIT_MB: "hydra.launcher.memory_fraction",
+    CPU_THREADS: "hydra.launcher.n_jobs",
+    PARENT_PID: "nothing: the launcher sets it",
+}
+RESERVED_PREFIX = "HPSEARCH_"
+
+METRICS_FILE = "metrics.json"  # {"final": {"val_accuracy": 0.97, ...}, ...} in the output dir
 
 
 def nvml_gpu_ids() -> list[str]:

@@ -8,10 +8,14 @@ component allows is cut and given a hash of the whole.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 
 MAX_COMPONENT_BYTES = 255
 _SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.=,+@[]{}")
@@ -19,17 +23,30 @@ _SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 HYDRA_DEFAULT_SUBDIR = "${hydra.job.num}"
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> OverridesParser:
+    return OverridesParser.create()
+
+
+@functools.lru_cache(maxsize=65536)  # a sweep repeats the same override strings across jobs
 def split_override(override: str) -> tuple[str, str | None]:
-    """'+db.user=x' -> ('db.user', 'x'); '~key' -> ('key', None)."""
-    key, sep, value = override.partition("=")
-    return key.lstrip("+~"), (value if sep else None)
+    """An override's key and value text, as Hydra's own parser reads them.
 
-
-def unquote(value: str) -> str:
-    """A value as the user meant it: Hydra keeps the quotes of `tag='a b'` in the override."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1].replace("\\" + value[0], value[0])
-    return value
+    '+db.user=x' -> ('db.user', 'x'); '~key' -> ('key', None); 'db@pkg=y' -> ('db@pkg', 'y');
+    a quoted value loses its quotes as Hydra reads it: "tag='a b'" -> ('tag', 'a b').
+    """
+    raw_key, sep, text = override.partition("=")
+    try:
+        parsed = _parser().parse_override(override)
+    except HydraException:  # not Hydra's syntax (a foreign sweeper's): split it as written
+        return raw_key.lstrip("+~"), (text if sep else None)
+    key = parsed.key_or_group + (f"@{parsed.package}" if parsed.package else "")
+    if not sep:
+        return key, None
+    value = parsed.value()
+    if text.strip()[:1] in ("'", '"') and isinstance(value, str):
+        return key, value
+    return key, text
 
 
 def _escape(text: str) -> str:
@@ -58,7 +75,7 @@ def run_dir_name(overrides: Sequence[str], keys: set[str], job_num: int) -> str:
     parts = []
     for override in sorted(chosen, key=lambda o: split_override(o)[0]):
         key, value = split_override(override)
-        parts.append(_escape(key) if value is None else f"{_escape(key)}={_escape(unquote(value))}")
+        parts.append(_escape(key) if value is None else f"{_escape(key)}={_escape(value)}")
     return _fit(",".join(parts) or f"job{job_num}")
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.errors import CompactHydraException
+
+from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
+from ..hpsearch_launcher import HpsearchLauncherConf
 
 # Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
 DEFAULT_MEMORY_SHARE = 0.9
@@ -91,10 +94,30 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
     return tuple(ids)
 
 
-def parse_settings(params: Mapping[str, Any]) -> LauncherSettings:
+def defaults() -> dict[str, Any]:
+    """The launcher's defaults, as its config dataclass declares them (the one source)."""
+    values = {}
+    for f in dataclasses.fields(HpsearchLauncherConf):
+        if f.default is not dataclasses.MISSING:
+            values[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            values[f.name] = f.default_factory()
+    values.pop("_target_")
+    return values
+
+
+def cpu_count() -> int:
+    """CPU cores this process may use: affinity and cgroup (container) quotas counted."""
+    from loky import cpu_count as loky_cpu_count
+
+    return int(loky_cpu_count())
+
+
+def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
     """Check hydra.launcher's values; raise LauncherSettingsError on the first bad one."""
-    jobs_per_gpu = _integer("jobs_per_gpu", params.get("jobs_per_gpu", 1), "jobs_per_gpu=2")
-    fraction = params.get("memory_fraction")
+    params = defaults() | dict(given)
+    jobs_per_gpu = _integer("jobs_per_gpu", params["jobs_per_gpu"], "jobs_per_gpu=2")
+    fraction = params["memory_fraction"]
     if fraction is not None:
         if (
             isinstance(fraction, bool)
@@ -116,25 +139,51 @@ def parse_settings(params: Mapping[str, Any]) -> LauncherSettings:
                 f"use at most {1 / jobs_per_gpu:.3g}",
                 f"memory_fraction={DEFAULT_MEMORY_SHARE / jobs_per_gpu:.3g}",
             )
-    n_jobs = params.get("n_jobs")
-    n_jobs = os.cpu_count() or 1 if n_jobs is None else _integer("n_jobs", n_jobs, "n_jobs=4")
-    timeout = params.get("timeout")
+    n_jobs = params["n_jobs"]
+    n_jobs = cpu_count() if n_jobs is None else _integer("n_jobs", n_jobs, "n_jobs=4")
+    timeout = params["timeout"]
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
     ):
         raise _fail(
             "timeout", timeout, "must be a number of seconds > 0, or null for none", "timeout=3600"
         )
-    env = params.get("env") or {}
     return LauncherSettings(
-        gpus=parse_gpus(params.get("gpus", "auto")),
+        gpus=parse_gpus(params["gpus"]),
         jobs_per_gpu=jobs_per_gpu,
         memory_fraction=None if fraction is None else float(fraction),
         n_jobs=n_jobs,
         timeout=None if timeout is None else float(timeout),
-        allow_growth=bool(params.get("allow_growth", True)),
-        env={str(k): str(v) for k, v in env.items()},
-        resume=bool(params.get("resume", True)),
-        max_oom_retries=_count("max_oom_retries", params.get("max_oom_retries", 1)),
-        max_retries=_count("max_retries", params.get("max_retries", 0)),
+        allow_growth=_flag("allow_growth", params["allow_growth"]),
+        env=parse_env(params["env"]),
+        resume=_flag("resume", params["resume"]),
+        max_oom_retries=_count("max_oom_retries", params["max_oom_retries"]),
+        max_retries=_count("max_retries", params["max_retries"]),
     )
+
+
+def _flag(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(key, value, "must be true or false", f"{key}=false")
+    return value
+
+
+def parse_env(value: Any) -> dict[str, str]:
+    """hydra.launcher.env: extra variables for every job, none of those the launcher owns."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail("env", value, "must be a mapping of variable names to values", "env.FOO=1")
+    env = {str(k): str(v) for k, v in value.items()}
+    for name in env:
+        if name in OWNED_VARIABLES:
+            raise LauncherSettingsError(
+                f"hydra.launcher.env.{name}: the launcher sets {name} for each job itself; "
+                f"use {OWNED_VARIABLES[name]} instead"
+            )
+        if name.startswith(RESERVED_PREFIX):
+            raise LauncherSettingsError(
+                f"hydra.launcher.env.{name}: {RESERVED_PREFIX}* variables are reserved for "
+                "the launcher's contract with its jobs; use another name"
+            )
+    return env

@@ -10,13 +10,18 @@ from typing import Any
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, fsync it, then rename it into place."""
+    """Write `text` to a temporary file beside `path`, fsync it, then rename it into place.
+
+    The file gets the mode a plain open() would (0o666 less the umask): mkstemp's 0600 would
+    hide results from teammates on a shared server.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -26,3 +31,17 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (os.umask(0) would open
+    a window in which another thread's files get mode 0666)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -1,15 +1,12 @@
-"""The plan of a sweep: which GPUs, which slot each job takes, each job's environment.
+"""Which devices a sweep uses and which slot each job takes: round-robin over free slots.
 
 Pure functions and a small state machine, tested with fake GPU ids; nothing here starts a
-process or touches a GPU (NVML is asked only by `visible_gpus`, through a function you pass).
+process or touches a GPU (NVML is asked only through a function you pass).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
-
-from hpsearch import gpu_env
 
 from ._settings import LauncherSettings, LauncherSettingsError
 
@@ -107,56 +104,3 @@ class SlotPool:
         if self.busy.get(device, 0) < (self.slots if whole else 1):
             raise RuntimeError(f"release({device!r}) without a slot taken on it")
         self.busy[device] = 0 if whole else self.busy[device] - 1
-
-
-def job_env(
-    device: str,
-    settings: LauncherSettings,
-    slots: int,
-    parent_pid: int,
-    memory_total_mb: int | None,
-    cpu_count: int,
-    fraction: float | None = None,
-) -> dict[str, str]:
-    """The environment a job's process is created with: its GPU, its memory cap, its threads.
-
-    Set at process creation because CUDA, TensorFlow, JAX and PyTorch read these once, at start.
-    `fraction` overrides the settings' share (a job retried alone on a whole GPU); `slots` is
-    how many jobs share the device's CPU cores (1 for a job alone).
-    """
-    on_gpu = device != CPU
-    env = {
-        # Indices as nvidia-smi and NVML number them, not CUDA's fastest-first default.
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": device if on_gpu else "",
-        gpu_env.GPU_ID: device if on_gpu else "",
-        gpu_env.PARENT_PID: str(parent_pid),
-        "PYTHONUNBUFFERED": "1",  # the job's log files fill as it runs
-    }
-    if on_gpu:
-        fraction = settings.fraction if fraction is None else fraction
-        env |= {
-            gpu_env.MEMORY_FRACTION: f"{fraction:g}",
-            "TF_FORCE_GPU_ALLOW_GROWTH": "true" if settings.allow_growth else "false",
-            # JAX preallocates this share and never exceeds it. PyTorch has no variable for a
-            # cap: hpsearch.gpu_env.cap_torch_memory() applies this fraction in the job.
-            "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
-        }
-        if memory_total_mb is not None:
-            limit = gpu_env.memory_limit_mb(fraction, memory_total_mb)
-            env[gpu_env.MEMORY_LIMIT_MB] = str(limit)
-    else:
-        # Jobs sharing the CPU split its cores instead of each taking all of them.
-        threads = str(max(1, cpu_count // slots))
-        env |= {
-            gpu_env.CPU_THREADS: threads,
-            "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
-            "OPENBLAS_NUM_THREADS": threads,
-        }
-    env |= settings.env
-    return env
-
-
-def default_cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._plan import device_label
+from ..plan._slots import device_label
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -21,6 +21,7 @@ class SweepState:
     total: int
     done: int = 0
     failed: int = 0
+    interrupted: int = 0
     resumed: int = 0
     queued: int = 0
     running: dict[str, list[str]] = field(default_factory=dict)  # device -> run names
@@ -28,9 +29,11 @@ class SweepState:
     slots: int = 1
     started: float = field(default_factory=time.monotonic)
 
+    stopping: bool = False  # interrupted: nothing more will run, so no ETA
+
     def eta_s(self) -> float | None:
         """Remaining jobs x mean job time / parallel slots; None until a job has ended."""
-        if not self.durations:
+        if not self.durations or self.stopping:
             return None
         left = self.queued + sum(len(v) for v in self.running.values())
         return left * (sum(self.durations) / len(self.durations)) / max(1, self.slots)
@@ -38,13 +41,15 @@ class SweepState:
     def summary(self) -> str:
         running = sum(len(v) for v in self.running.values())
         eta = self.eta_s()
-        return (
-            f"{self.done + self.failed + self.resumed}/{self.total} finished "
-            f"({self.done} done, {self.failed} failed, {self.resumed} resumed), "
-            f"{running} running, {self.queued} queued; elapsed "
-            f"{_clock(time.monotonic() - self.started)}, ETA "
-            f"{'?' if eta is None else _clock(eta)}"
+        ended = self.done + self.failed + self.interrupted + self.resumed
+        interrupted = f", {self.interrupted} interrupted" if self.interrupted else ""
+        text = (
+            f"{ended}/{self.total} finished ({self.done} done, {self.failed} failed{interrupted}, "
+            f"{self.resumed} resumed), {running} running, {self.queued} "
+            f"{'never started' if self.stopping else 'queued'}; elapsed "
+            f"{_clock(time.monotonic() - self.started)}"
         )
+        return text if self.stopping else f"{text}, ETA {'?' if eta is None else _clock(eta)}"
 
 
 class Progress(Protocol):

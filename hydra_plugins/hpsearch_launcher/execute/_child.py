@@ -1,0 +1,148 @@
+"""The job's side: the first code that runs in the fresh process created for one job.
+
+    python -c BOOT SYS_PATH_JSON TASK_FILE EARLY_LOG
+
+Order matters. The process (already its own session, so Ctrl-C reaches only the sweep, which
+then ends the jobs in order) starts the watchdog that ends it if the sweep dies, points file
+descriptors 1 and 2 at EARLY_LOG, and only then unpickles the task (which imports its module),
+so even import-time output is kept. Then it reads one line from stdin: the path of its job
+file. It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first into the
+job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the result file
+atomically and exits. One process, one job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+WATCHDOG_PERIOD_S = 0.5
+# Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
+BOOT = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+    "from hydra_plugins.hpsearch_launcher.execute._child import main; "
+    "main(sys.argv[2], sys.argv[3])"
+)
+
+
+def main(task_file: str, early_log: str) -> None:
+    _start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
+    _redirect(early_log, early_log)
+    import cloudpickle
+
+    with open(task_file, "rb") as f:
+        hydra_context, task_function, singleton_state = cloudpickle.load(f)
+    job_file = sys.stdin.readline().strip()
+    if not job_file:  # the sweep ended this process before giving it a job
+        return
+    with open(job_file, "rb") as f:
+        job = cloudpickle.load(f)
+    _redirect(job["stdout"], job["stderr"], keep=early_log)
+    result = _run(hydra_context, job["config"], task_function, singleton_state)
+    _write_result(job["result"], result)
+
+
+def _run(hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any) -> tuple:
+    """("returned", JobReturn), ("raised", JobReturn, "Type: message") or ("exited", code, text)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobStatus, run_job, setup_globals
+
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    HydraConfig.instance().set_config(sweep_config)
+    try:
+        ret = run_job(
+            hydra_context=hydra_context,
+            config=sweep_config,
+            task_function=task_function,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        detail = "" if isinstance(exc.code, int) or exc.code is None else str(exc.code)
+        return ("exited", code, detail)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    if ret.status == JobStatus.FAILED:
+        import traceback
+
+        error = ret._return_value
+        # The traceback stays here, in the job's stderr log; the parent gets a picklable error.
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        sys.stderr.flush()
+        ret._return_value = _picklable_error(error)
+        return ("raised", ret, f"{type(error).__name__}: {error}")
+    return ("returned", ret)
+
+
+def _write_result(path: str, result: tuple) -> None:
+    """Pickle the result beside `path`, then rename: the sweep never reads half a result."""
+    import cloudpickle
+
+    try:
+        data = cloudpickle.dumps(result)
+    except Exception as err:  # an unpicklable return value: hand back its description
+        ret = result[1]
+        value = ret._return_value
+        ret._return_value = f"<unpicklable {type(value).__name__}: {_short_repr(value)}>"
+        result = (*result, f"{type(err).__name__}: {err}")
+        data = cloudpickle.dumps(result)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = object.__repr__(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _picklable_error(error: BaseException) -> BaseException:
+    import cloudpickle
+
+    try:
+        cloudpickle.loads(cloudpickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+def _redirect(stdout_path: str, stderr_path: str, keep: str | None = None) -> None:
+    """Point fd 1 and 2 (and sys.stdout/err) at the files; `keep`'s content goes first into the
+    new stderr file, and `keep` is removed, unless it is that file."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    if keep is not None and keep != stderr_path:
+        with open(keep, "rb") as src, open(stderr_path, "ab") as dst:
+            dst.write(src.read())
+        os.unlink(keep)
+    for fd, path in ((1, stdout_path), (2, stderr_path)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - fd 1 lives on
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def _start_parent_watchdog(parent_pid: int) -> None:
+    """End this job's whole process group when the sweep process dies (SIGKILL included):
+    an orphaned job would go on holding its GPU memory."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(WATCHDOG_PERIOD_S)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="hpsearch-parent-watchdog", daemon=True).start()

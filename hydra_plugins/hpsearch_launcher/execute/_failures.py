@@ -1,0 +1,44 @@
+"""Why a job failed, in the terms the retry policy needs. Pure: an outcome in, a verdict out."""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from ..plan._settings import LauncherSettings
+from ._backend import Ending, Outcome
+
+# Out of GPU (or host) memory, as TensorFlow, CUDA, PyTorch, JAX/XLA and cuDNN word it.
+_OOM = re.compile(
+    r"ResourceExhaustedError|RESOURCE_EXHAUSTED|OOM when allocating|out of memory|"
+    r"CUDA_ERROR_OUT_OF_MEMORY|CUBLAS_STATUS_ALLOC_FAILED|MemoryError",
+    re.IGNORECASE,
+)
+
+
+def is_out_of_memory(outcome: Outcome, stderr_tail: str = "") -> bool:
+    """A failure caused by memory: the task raised a memory error, the job's last output says
+    so, or its process was SIGKILLed by someone outside the sweep (on Linux, most often the
+    OOM killer; the sweep's own kills are TIMED_OUT or INTERRUPTED, never KILLED)."""
+    if outcome.ending not in (Ending.RAISED, Ending.EXITED, Ending.KILLED):
+        return False
+    if outcome.ending is Ending.KILLED and outcome.code == signal.SIGKILL:
+        return True
+    return bool(_OOM.search(outcome.detail) or _OOM.search(stderr_tail))
+
+
+def retry_kind(
+    outcome: Outcome, oom: bool, attempts: int, oom_attempts: int, settings: LauncherSettings
+) -> str | None:
+    """'oom' (again, alone on a whole GPU), 'plain' (again, as before) or None (give up).
+
+    `attempts` counts every run of the job so far; `oom_attempts` those that ran out of memory.
+    Interrupted jobs are never retried here: a resumed sweep runs them again.
+    """
+    if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED):
+        return None
+    if oom:
+        return "oom" if oom_attempts <= settings.max_oom_retries else None
+    if attempts - oom_attempts <= settings.max_retries:
+        return "plain"
+    return None

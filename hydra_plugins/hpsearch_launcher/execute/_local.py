@@ -1,0 +1,176 @@
+"""The local backend: each job in a fresh process on this machine, created with its
+environment fixed (the only moment CUDA, TensorFlow, JAX and PyTorch read it), used once.
+
+The process is owned here through `subprocess`: its pid and exit status are public, which
+loky's executor does not give. Files, not pipes, carry the job in and the result out: a large
+config can never block the sweep on a full pipe, and a result is read only once complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+import cloudpickle
+import psutil
+
+from ._backend import Ending, JobHandle, JobSpec, Outcome, last_error_line
+from ._child import BOOT
+
+KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
+
+
+class LocalHandle:
+    """One job's process: started at once, watched by a thread that resolves `outcome`."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], spec: JobSpec, result_path: Path) -> None:
+        self.proc = proc
+        self.spec = spec
+        self.result_path = result_path
+        self.outcome: Future[Outcome] = Future()
+        threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _watch(self) -> None:
+        code = self.proc.wait()
+        try:
+            outcome = self._read_outcome(code)
+        except Exception as err:  # never leave the sweep waiting on a future that won't resolve
+            outcome = Outcome(Ending.EXITED, code=code, detail=f"unreadable result: {err!r}")
+        self.outcome.set_result(outcome)
+
+    def _read_outcome(self, code: int) -> Outcome:
+        if self.result_path.exists():
+            result = cloudpickle.loads(self.result_path.read_bytes())
+            self.result_path.unlink()
+            kind = result[0]
+            if kind == "returned":
+                return Outcome(Ending.RETURNED, job_return=result[1], detail=_note(result, 2))
+            if kind == "raised":
+                return Outcome(Ending.RAISED, job_return=result[1], detail=result[2])
+            return Outcome(Ending.EXITED, code=result[1], detail=result[2], last_error=self._err())
+        if code < 0:
+            return Outcome(Ending.KILLED, code=-code, last_error=self._err())
+        return Outcome(Ending.EXITED, code=code, last_error=self._err())
+
+    def _err(self) -> str:
+        return last_error_line(self.log_tail())
+
+    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
+        return file_tail(Path(self.spec.stderr_path), max_bytes)
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return list(psutil.Process(self.proc.pid).children(recursive=True))
+        except psutil.Error:
+            return []
+
+
+def _note(result: tuple, index: int) -> str:
+    return str(result[index]) if len(result) > index else ""
+
+
+class LocalBackend:
+    """A cold process per job: `python -c BOOT`, its environment set at creation."""
+
+    def __init__(self, task_payload: bytes) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
+        self.task_file = self.dir / "task.pkl"
+        self.task_file.write_bytes(task_payload)
+        self.sys_path = json.dumps([os.path.abspath(p) if p else p for p in sys.path])
+
+    def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
+        stem = self.dir / f"job-{spec.num}-{spec.attempt}"
+        result = stem.with_suffix(".out")
+        job_file = stem.with_suffix(".pkl")
+        job_file.write_bytes(
+            cloudpickle.dumps(
+                {
+                    "config": cloudpickle.loads(spec.payload),
+                    "stdout": spec.stdout_path,
+                    "stderr": spec.stderr_path,
+                    "result": str(result),
+                }
+            )
+        )
+        proc = self._spawn(env, spec.stderr_path)
+        assert proc.stdin is not None
+        proc.stdin.write(f"{job_file}\n".encode())
+        proc.stdin.close()
+        return LocalHandle(proc, spec, result)
+
+    def _spawn(self, env: Mapping[str, str], early_log: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-c", BOOT, self.sys_path, str(self.task_file), early_log],
+            env={**os.environ, **env},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: ended as a tree, Ctrl-C spared
+            close_fds=True,
+        )
+
+    def end(self, handles: Sequence[JobHandle], grace: float) -> None:
+        end_trees([h for h in handles if isinstance(h, LocalHandle)], grace)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def end_trees(handles: Sequence[LocalHandle], grace: float) -> None:
+    """SIGTERM each job's process tree, wait up to `grace` s, then SIGKILL what is left.
+
+    Jobs run in their own process group: signalling the group reaches descendants that psutil
+    no longer sees as children (daemonised ones), and psutil's snapshot reaches those that left
+    the group. The job's own process is waited for through Popen, which keeps its exit status.
+    """
+    trees = [(h, h.descendants()) for h in handles]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else KILL_WAIT_S)
+        for handle, descendants in trees:
+            _signal_tree(handle.proc.pid, descendants, sig)
+        for handle, descendants in trees:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            psutil.wait_procs(descendants, timeout=max(0.0, deadline - time.monotonic()))
+        trees = [
+            (h, [p for p in d if p.is_running()])
+            for h, d in trees
+            if h.proc.poll() is None or any(p.is_running() for p in d)
+        ]
+        if not trees:
+            return
+
+
+def _signal_tree(pid: int, descendants: Sequence[psutil.Process], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)  # its group (start_new_session made it the leader)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+    for proc in descendants:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def file_tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` of a file as text; "" if it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

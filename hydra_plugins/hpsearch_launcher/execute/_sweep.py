@@ -1,0 +1,289 @@
+"""The scheduling loop of one launch(): start jobs on free slots, watch them, retry what the
+policy allows, hand every end to the recorder, and return one JobReturn per job.
+
+Whatever goes wrong in here (a signal, a bug, a full disk while recording), the running jobs'
+process trees are ended and the progress display is closed before the error goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cloudpickle
+from hydra.core.utils import JobReturn
+
+from ..plan._env import job_env
+from ..plan._jobs import Job, run_dir, set_run_dir
+from ..plan._naming import claim_run_dir
+from ..plan._settings import WHOLE_GPU_FRACTION, LauncherSettings
+from ..plan._slots import SlotPool, device_label
+from ..record._progress import SweepState, make_progress
+from ..record._recorder import Recorder, status_of
+from ._backend import Backend, Ending, JobHandle, JobSpec, Outcome
+from ._failures import is_out_of_memory, retry_kind
+from ._signals import StopRequest, stop_on_signals
+
+log = logging.getLogger("hpsearch.launcher")
+
+INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
+POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
+
+
+@dataclass
+class Run:
+    """What happens to one job while the sweep runs (the job itself does not change)."""
+
+    job: Job
+    device: str = ""
+    handle: JobHandle | None = None
+    started: float = 0.0  # monotonic, of the current attempt
+    started_wall: float = 0.0
+    deadline: float | None = None
+    attempts: int = 0  # attempts started so far
+    oom_attempts: int = 0  # of those, attempts that ran out of memory
+    whole: bool = False  # the next attempt gets its device alone (after running out of memory)
+    errors: list[str] = field(default_factory=list)  # why earlier attempts failed
+    dir: Path | None = None  # claimed when the job first starts
+
+
+class Sweep:
+    def __init__(
+        self,
+        jobs: list[Job],
+        settings: LauncherSettings,
+        pool: SlotPool,
+        backend: Backend,
+        recorder: Recorder,
+        memory_total: dict[str, int | None],
+        cpu_count: int,
+    ) -> None:
+        self.jobs = jobs
+        self.queue = deque(Run(job) for job in jobs if job.previous is None)
+        self.whole_queue: list[Run] = []  # retries waiting for their device to be free
+        self.running: dict[concurrent.futures.Future[Outcome], Run] = {}
+        self.returns: list[JobReturn | None] = [None] * len(jobs)
+        self.settings = settings
+        self.pool = pool
+        self.backend = backend
+        self.recorder = recorder
+        self.memory_total = memory_total
+        self.cpu_count = cpu_count
+        self.stop = StopRequest()
+        self._state = SweepState(total=len(jobs), slots=len(pool.devices) * pool.slots)
+
+    def run(self) -> list[JobReturn]:
+        for job in self.jobs:
+            if job.previous is not None:
+                self.returns[job.index] = self.recorder.resumed(job)
+                self._state.resumed += 1
+                log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
+        progress = make_progress(self.pool.devices)
+        try:
+            with stop_on_signals() as self.stop:
+                while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
+                    self._start_ready()
+                    self._wait()
+                    progress.update(self.state, event=False)
+                if self.stop.signum:
+                    self._stop()
+        except BaseException as err:
+            self._abandon(err)
+            raise
+        finally:
+            progress.close()
+        log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
+        returns = [r for r in self.returns if r is not None]
+        assert len(returns) == len(self.jobs)
+        return returns
+
+    @property
+    def state(self) -> SweepState:
+        """The counts kept as jobs end, with the queue and the running jobs read as they are."""
+        self._state.queued = len(self.queue) + len(self.whole_queue)
+        self._state.running = {}
+        for run in self.running.values():
+            self._state.running.setdefault(run.device, []).append(run.job.label)
+        return self._state
+
+    def _start_ready(self) -> None:
+        """Retries that need a whole device first (its other jobs drain meanwhile), then the
+        queue on the free slots."""
+        for run in list(self.whole_queue):
+            if not self.stop.signum and self.pool.acquire_whole(run.device):
+                self.whole_queue.remove(run)
+                self._start(run, run.device)
+        while self.queue and self.pool.has_free() and not self.stop.signum:
+            self._start(self.queue.popleft(), self.pool.acquire())
+
+    def _start(self, run: Run, device: str) -> None:
+        job = run.job
+        run.device = device
+        run.attempts += 1
+        env = job_env(
+            device,
+            self.settings,
+            1 if run.whole else self.pool.slots,
+            os.getpid(),
+            self.memory_total.get(device),
+            self.cpu_count,
+            fraction=WHOLE_GPU_FRACTION if run.whole else None,
+        )
+        run.started, run.started_wall = time.monotonic(), time.time()
+        run.deadline = (
+            None if self.settings.timeout is None else run.started + self.settings.timeout
+        )
+        try:
+            run.dir = run.dir or self._claim_dir(job)
+            spec = JobSpec(
+                job.num,
+                run.attempts,
+                cloudpickle.dumps(job.config),
+                str(run.dir / "stdout.log"),
+                str(run.dir / "stderr.log"),
+            )
+            run.handle = self.backend.start(spec, env)
+        except Exception as err:  # out of processes, file descriptors, disk: this job, not all
+            run.handle = None
+            detail = f"could not start its process: {type(err).__name__}: {err}"
+            self._finish(run, Outcome(Ending.NOT_STARTED, detail=detail))
+            return
+        self.running[run.handle.outcome] = run
+        alone = "alone, " if run.whole else ""
+        attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
+        log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
+
+    @staticmethod
+    def _claim_dir(job: Job) -> Path:
+        """The job's run dir, created now: named from its overrides (`name~2` if taken)."""
+        if job.name:
+            set_run_dir(job, claim_run_dir(run_dir(job).parent, job.name))
+        path = run_dir(job)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _wait(self) -> None:
+        now = time.monotonic()
+        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
+        timeout = min([POLL_S, *(max(0.0, d - now) for d in deadlines)])
+        done, _ = concurrent.futures.wait(
+            list(self.running), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
+        )
+        # Jobs that end in the same poll free their slots in start order (round-robin order).
+        for future in sorted(done, key=lambda f: self.running[f].job.index):
+            self._finish(self.running.pop(future), future.result())
+        now = time.monotonic()
+        expired = [(f, r) for f, r in self.running.items() if r.deadline and now >= r.deadline]
+        for future, run in expired:
+            del self.running[future]
+            assert run.handle is not None
+            self.backend.end([run.handle], grace=INTERRUPT_GRACE_S)
+            detail = (
+                f"timed out after {self.settings.timeout:g}s (hydra.launcher.timeout); "
+                "its process tree was killed"
+            )
+            self._finish(run, Outcome(Ending.TIMED_OUT, detail=detail))
+
+    def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
+        self.pool.release(run.device, whole=run.whole)
+        if retry and not outcome.ok and self._retry(run, outcome):
+            return
+        job = run.job
+        assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
+        self.returns[job.index] = self.recorder.ended(
+            job,
+            outcome,
+            device=run.device,
+            started=run.started_wall,
+            attempts=run.attempts,
+            run_dir=run.dir or run_dir(job),
+            errors=run.errors,
+        )
+        seconds = time.monotonic() - run.started
+        status = status_of(outcome)
+        label = f"{device_label(run.device)}  {job.label}  {seconds:.1f}s"
+        if outcome.ok:
+            self._state.done += 1
+            self._state.durations.append(seconds)
+            value = self.returns[job.index]._return_value  # type: ignore[union-attr]
+            log.info("job %d done   %s  -> %s", job.num, label, _short(value))
+        else:
+            if status == "interrupted":
+                self._state.interrupted += 1
+            else:
+                self._state.failed += 1
+            log.error("job %d %s %s: %s", job.num, status.upper(), label, outcome.reason)
+
+    def _retry(self, run: Run, outcome: Outcome) -> bool:
+        """Queue a failed job again if the policy allows: alone on its device after running
+        out of memory, else as before."""
+        tail = run.handle.log_tail() if run.handle is not None else ""
+        oom = is_out_of_memory(outcome, tail)
+        run.oom_attempts += oom
+        kind = retry_kind(outcome, oom, run.attempts, run.oom_attempts, self.settings)
+        if kind is None:
+            return False
+        prefix = "out of memory: " if oom else ""
+        run.errors.append(f"attempt {run.attempts}: {prefix}{outcome.reason}")
+        run.whole = kind == "oom"
+        if run.whole:
+            self.whole_queue.append(run)
+            log.warning(
+                "job %d ran out of memory on %s: retrying alone on it with the whole memory (%s)",
+                run.job.num,
+                device_label(run.device),
+                outcome.reason,
+            )
+        else:
+            self.queue.appendleft(run)
+            log.warning("job %d %s: retrying (%s)", run.job.num, status_of(outcome), outcome.reason)
+        return True
+
+    def _stop(self) -> None:
+        """No new job starts; running jobs' process trees end and are recorded; then exit."""
+        self._state.stopping = True
+        log.error(
+            "hpsearch: %s: stopping %d running jobs, %d never started",
+            self.stop.name,
+            len(self.running),
+            len(self.queue) + len(self.whole_queue),
+        )
+        self._end_running(f"interrupted by {self.stop.name}")
+        log.error("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
+        raise SystemExit(128 + (self.stop.signum or 0))
+
+    def _end_running(self, why: str) -> None:
+        """End every running job's process tree; record each (as it ended, if it did first)."""
+        runs = list(self.running.items())
+        ended_first = {future for future, _ in runs if future.done()}
+        self.backend.end([r.handle for _, r in runs if r.handle is not None], INTERRUPT_GRACE_S)
+        self.running.clear()
+        for future, run in runs:
+            if future in ended_first:
+                self._finish(run, future.result(), retry=False)
+            else:
+                self._finish(run, Outcome(Ending.INTERRUPTED, detail=why))
+
+    def _abandon(self, err: BaseException) -> None:
+        """After an unexpected error: end the running jobs and record them, best effort (the
+        recording itself may be what failed); the caller re-raises `err`."""
+        if not self.running:
+            return
+        self._state.stopping = True
+        log.error("hpsearch: %s: ending %d running jobs", type(err).__name__, len(self.running))
+        try:
+            self._end_running(f"the sweep stopped: {type(err).__name__}: {err}")
+        except Exception as again:
+            log.error("hpsearch: could not record the ended jobs: %r", again)
+            # If ending failed too, whatever is left is ended once more, without recording.
+            self.backend.end([r.handle for r in self.running.values() if r.handle], 1.0)
+
+
+def _short(value: object) -> str:
+    text = f"{value:.4f}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,56 @@
+"""The environment each job's process is created with: its GPU, its memory cap, its threads."""
+
+from __future__ import annotations
+
+from .. import contract
+from ._settings import LauncherSettings
+from ._slots import CPU
+
+
+def job_env(
+    device: str,
+    settings: LauncherSettings,
+    slots: int,
+    parent_pid: int,
+    memory_total_mb: int | None,
+    cpu_count: int,
+    fraction: float | None = None,
+) -> dict[str, str]:
+    """The environment a job's process is created with: its GPU, its memory cap, its threads.
+
+    Set at process creation because CUDA, TensorFlow, JAX and PyTorch read these once, at start.
+    `fraction` overrides the settings' share (a job retried alone on a whole GPU); `slots` is
+    how many jobs share the device's CPU cores (1 for a job alone).
+    """
+    on_gpu = device != CPU
+    env = {
+        # Indices as nvidia-smi and NVML number them, not CUDA's fastest-first default.
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": device if on_gpu else "",
+        contract.GPU_ID: device if on_gpu else "",
+        contract.PARENT_PID: str(parent_pid),
+        "PYTHONUNBUFFERED": "1",  # the job's log files fill as it runs
+    }
+    if on_gpu:
+        fraction = settings.fraction if fraction is None else fraction
+        env |= {
+            contract.MEMORY_FRACTION: f"{fraction:g}",
+            "TF_FORCE_GPU_ALLOW_GROWTH": "true" if settings.allow_growth else "false",
+            # JAX preallocates this share and never exceeds it. PyTorch has no variable for a
+            # cap: hpsearch.contract.cap_torch_memory() applies this fraction in the job.
+            "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
+        }
+        if memory_total_mb is not None:
+            limit = contract.memory_limit_mb(fraction, memory_total_mb)
+            env[contract.MEMORY_LIMIT_MB] = str(limit)
+    else:
+        # Jobs sharing the CPU split its cores instead of each taking all of them.
+        threads = str(max(1, cpu_count // slots))
+        env |= {
+            contract.CPU_THREADS: threads,
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+        }
+    env |= settings.env
+    return env

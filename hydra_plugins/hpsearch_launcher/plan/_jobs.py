@@ -1,0 +1,162 @@
+"""The jobs of one launch() call: composed, checked and named in the parent, before any starts.
+
+A `Job` is what the job *is* (its overrides, config, identity, name, swept values), fixed here;
+what happens to it while the sweep runs lives in the scheduling loop's `Run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import CompactHydraException
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from ._naming import HYDRA_DEFAULT_SUBDIR, run_dir_name, split_override, varying_keys
+
+
+class JobConfigError(CompactHydraException):
+    """A job's config failed the task's preflight check: raised before any job starts."""
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int  # position in this launch() call's input
+    num: int  # hydra.job.num
+    overrides: tuple[str, ...]
+    config: DictConfig  # the composed sweep config, hydra node included
+    config_hash: str  # identity across runs of a sweep: what resume matches on
+    params: Mapping[str, str]  # the swept parameters' values: results.csv columns
+    name: str  # run dir name from the overrides ("" when the user chose hydra.sweep.subdir)
+    previous: Mapping[str, str] | None = None  # its finished row from an earlier run (resume)
+
+    @property
+    def label(self) -> str:
+        """How the console names the job: its run's name."""
+        if self.previous is not None:
+            return Path(self.previous.get("run_dir", "")).name
+        return self.name or str(self.config.hydra.sweep.subdir)
+
+
+def compose_jobs(
+    launcher: Any,
+    job_overrides: Sequence[Sequence[str]],
+    first_num: int,
+    finished: Mapping[str, Iterable[Mapping[str, str]]],
+) -> list[Job]:
+    """Compose, check and name every job; nothing is created on disk.
+
+    `finished`: earlier rows that finished, by config hash; each is matched to at most one job
+    (a sweep may hold the same config twice: both are resumed only if both finished before).
+    """
+    config: DictConfig = launcher.config
+    keys = varying_keys(job_overrides, swept_keys(config))
+    name_runs = subdir_is_default(config)
+    unused = {h: list(rows) for h, rows in finished.items()}
+    jobs = []
+    for index, overrides in enumerate(job_overrides):
+        num = first_num + index
+        sweep_config = launcher.hydra_context.config_loader.load_sweep_config(
+            config, list(overrides)
+        )
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
+            sweep_config.hydra.job.num = num
+        HydraConfig.instance().set_config(sweep_config)  # lets hydra.* interpolations resolve
+        name = run_dir_name(overrides, keys, num)
+        _preflight(launcher.task_function, sweep_config, f"job {num} ({name})")
+        digest = config_hash(sweep_config)
+        earlier = unused.get(digest)
+        jobs.append(
+            Job(
+                index=index,
+                num=num,
+                overrides=tuple(overrides),
+                config=sweep_config,
+                config_hash=digest,
+                params=swept_params(overrides, keys),
+                name=name if name_runs else "",
+                previous=earlier.pop(0) if earlier else None,
+            )
+        )
+    return jobs
+
+
+def set_run_dir(job: Job, subdir: str) -> None:
+    """Point the job's config at the run dir claimed for it when it first starts."""
+    with read_write(job.config.hydra):
+        job.config.hydra.sweep.subdir = subdir
+
+
+def run_dir(job: Job) -> Path:
+    return Path(str(job.config.hydra.sweep.dir)) / str(job.config.hydra.sweep.subdir)
+
+
+def _preflight(task_function: Any, sweep_config: DictConfig, job: str) -> None:
+    """The task's own checks (a `preflight` attribute of the task function), run here so a
+    bad value anywhere in the sweep stops it before the first job starts."""
+    check = getattr(task_function, "preflight", None)
+    if check is None:
+        return
+    try:
+        check(sweep_config)
+    except ValueError as err:
+        raise JobConfigError(f"{job}: {err}") from None
+
+
+def task_config(sweep_config: DictConfig) -> DictConfig:
+    """The job's config as its task sees it: the hydra node removed."""
+    cfg = OmegaConf.create(OmegaConf.to_container(sweep_config, resolve=False))
+    assert isinstance(cfg, DictConfig)
+    with read_write(cfg), open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
+
+
+def config_hash(sweep_config: DictConfig) -> str:
+    """A job's identity across runs of a sweep: the hash of its resolved task config."""
+    cfg = task_config(sweep_config)
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except Exception:  # an interpolation only the job can resolve: hash what is written
+        data = OmegaConf.to_container(cfg, resolve=False)
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def swept_params(overrides: Sequence[str], keys: set[str]) -> dict[str, str]:
+    pairs = (split_override(o) for o in overrides)
+    return dict(sorted((k, "" if v is None else v) for k, v in pairs if k in keys))
+
+
+def subdir_is_default(config: DictConfig) -> bool:
+    """Name runs from their overrides unless the user chose hydra.sweep.subdir."""
+    on_command_line = any(
+        split_override(o)[0] == "hydra.sweep.subdir"
+        for o in _raw_list(config.hydra.overrides.hydra)
+    )
+    raw = OmegaConf.to_container(config.hydra.sweep, resolve=False)
+    return (
+        not on_command_line and isinstance(raw, dict) and raw.get("subdir") == HYDRA_DEFAULT_SUBDIR
+    )
+
+
+def _raw_list(node: Any) -> list[str]:
+    """A list of override strings as typed: iterating the ListConfig would resolve `${...}`."""
+    items = OmegaConf.to_container(node, resolve=False)
+    assert isinstance(items, list)
+    return [str(item) for item in items]
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """Keys the sweep varies: sweep syntax on the command line, or the sweeper's params."""
+    parsed = OverridesParser.create().parse_overrides(_raw_list(config.hydra.overrides.task))
+    keys = [split_override(o.input_line)[0] for o in parsed if o.is_sweep_override()]
+    params = OmegaConf.select(config, "hydra.sweeper.params")
+    return keys + ([str(k) for k in params] if isinstance(params, DictConfig) else [])

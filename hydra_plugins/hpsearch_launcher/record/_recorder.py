@@ -1,0 +1,132 @@
+"""Turns each job's end into its results.csv row and the JobReturn the sweeper gets.
+
+The scheduling loop reports what happened; this decides what is written and returned. A
+JobReturn is made here only for a job whose process handed none back (resumed, or failed
+without a return from the task).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import CompactHydraException
+from omegaconf import OmegaConf
+
+from ..execute._backend import Ending, Outcome
+from ..plan._jobs import Job, task_config
+from ._rows import (
+    Notices,
+    final_metrics,
+    iso_time,
+    loaded_return,
+    return_columns,
+    stored_return,
+)
+from ._table import ResultsTable
+
+STATUS_OF = {
+    Ending.RETURNED: "completed",
+    Ending.TIMED_OUT: "timeout",
+    Ending.INTERRUPTED: "interrupted",
+}
+
+
+class JobFailed(CompactHydraException):
+    """A job that did not return: its process died, timed out or was interrupted."""
+
+
+def status_of(outcome: Outcome) -> str:
+    return STATUS_OF.get(outcome.ending, "failed")
+
+
+class Recorder:
+    """The sweep's records, kept across its launch() calls (Optuna launches a batch at a time):
+    writes each job's row into the table, and knows which earlier rows resume may reuse."""
+
+    def __init__(self, table: ResultsTable, first_new_job: int) -> None:
+        self.table = table
+        self.first_new_job = first_new_job  # rows below it are from earlier runs of the sweep
+        self.notices = Notices()
+        self.reused: set[int] = set()  # earlier rows already handed to a job of this run
+
+    def resumable(self) -> dict[str, list[dict[str, str]]]:
+        """Earlier runs' finished rows not yet reused, by config hash, in job order."""
+        return {
+            digest: kept
+            for digest, rows in self.table.finished().items()
+            if (
+                kept := [
+                    r
+                    for r in rows
+                    if int(r["job"]) < self.first_new_job and int(r["job"]) not in self.reused
+                ]
+            )
+        }
+
+    def resumed(self, job: Job) -> JobReturn:
+        """A job that finished in an earlier run: its row says so, its return value goes back."""
+        assert job.previous is not None
+        self.reused.add(int(job.previous["job"]))
+        row = dict(job.previous)
+        row["status"] = "resumed"
+        self.table.put(row, job.params)
+        return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
+
+    def ended(
+        self,
+        job: Job,
+        outcome: Outcome,
+        *,
+        device: str,
+        started: float,
+        attempts: int,
+        run_dir: Path,
+        errors: list[str],
+    ) -> JobReturn:
+        """Record a job's last attempt; return what the sweeper gets for it."""
+        ret = outcome.job_return if outcome.ending in (Ending.RETURNED, Ending.RAISED) else None
+        value = ret._return_value if ret is not None and outcome.ok else None
+        if outcome.ok and outcome.detail:  # the child replaced an unpicklable return value
+            self.notices.warn("return-pickle", f"job {job.num}'s return value: {outcome.detail}")
+        ended = time.time()
+        row: dict[str, Any] = {"job": job.num, "status": status_of(outcome)}
+        if outcome.ok:  # the return value's columns first: they win over metrics.json's
+            row |= return_columns(value, job.num, self.notices)
+        metrics = final_metrics(run_dir, job.num, self.notices)
+        row |= {k: v for k, v in metrics.items() if k not in row}
+        row |= {
+            "device": device,
+            "start": iso_time(started),
+            "end": iso_time(ended),
+            "wall_time_s": round(ended - started, 3),
+            "attempts": attempts,
+            "run_dir": str(run_dir),
+            "config_hash": job.config_hash,
+            "error": "; ".join([*errors, *([outcome.reason] if not outcome.ok else [])]),
+            "return": stored_return(value, job.num, self.notices) if outcome.ok else "",
+        }
+        self.table.supersede(job.config_hash, self.first_new_job, job.num)
+        self.table.put(row, job.params)
+        if ret is not None:
+            return ret
+        message = f"job {job.num} ({job.label}) on {device}: {outcome.reason}; logs in {run_dir}"
+        cwd = str(run_dir) if job.config.hydra.job.chdir else os.getcwd()
+        return make_return(job, JobStatus.FAILED, JobFailed(message), cwd)
+
+
+def make_return(job: Job, status: JobStatus, value: Any, working_dir: str) -> JobReturn:
+    """A JobReturn made in the sweep process, as Hydra's run_job would have filled it."""
+    ret = JobReturn(
+        overrides=list(job.overrides),
+        cfg=task_config(job.config),
+        hydra_cfg=OmegaConf.create({"hydra": job.config.hydra}),
+        working_dir=working_dir,
+        task_name=str(job.config.hydra.job.name),
+        status=status,
+    )
+    ret._return_value = value
+    return ret

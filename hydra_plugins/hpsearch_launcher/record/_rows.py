@@ -1,0 +1,128 @@
+"""What the sweep records of each job: its results.csv cells, built from what the job returned
+and the metrics.json it wrote, whatever their shape. Untrusted input: never raises."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..contract import METRICS_FILE
+from ._table import STATUS, TAIL
+
+log = logging.getLogger("hpsearch.launcher")
+
+MAX_RETURN_CHARS = 100_000  # a longer return value is not stored (resume runs the job again)
+RESERVED = frozenset({"job", STATUS, *TAIL})
+
+
+class Notices:
+    """Warnings about a task's output, each kind at most once per sweep."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def warn(self, kind: str, message: str) -> None:
+        if kind not in self.seen:
+            self.seen.add(kind)
+            log.warning("hpsearch: %s (said once per sweep)", message)
+
+
+def is_number(value: Any) -> bool:
+    """A real number a table can hold: int or float, not bool (NaN and inf included)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def finite(value: Any) -> float | None:
+    """`value` as a finite float (a number, or a numeric string), else None."""
+    try:
+        number = float(value) if is_number(value) or isinstance(value, str) else math.nan
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def return_columns(value: Any, num: int, notices: Notices) -> dict[str, float]:
+    """The columns a return value gives: a number -> `objective`; a list or tuple of numbers ->
+    `objective_0`..`objective_k`; a mapping -> one column per key holding a number."""
+    if value is None:
+        return {}
+    if is_number(value):
+        return {"objective": float(value)}
+    if isinstance(value, (list, tuple)) and value and all(is_number(v) for v in value):
+        return {f"objective_{i}": float(v) for i, v in enumerate(value)}
+    if isinstance(value, Mapping):
+        numbers = {_column(str(k)): float(v) for k, v in value.items() if is_number(v)}
+        if len(numbers) < len(value):
+            notices.warn(
+                "return-mapping",
+                f"job {num} returned a mapping with entries that are not numbers; only its "
+                "numbers became results.csv columns",
+            )
+        return numbers
+    notices.warn(
+        "return-shape",
+        f"job {num} returned a {type(value).__name__}, not a number, a list of numbers or a "
+        "mapping of numbers: it is kept in results.csv's `return` column only",
+    )
+    return {}
+
+
+def final_metrics(run_dir: Path, num: int, notices: Notices) -> dict[str, float]:
+    """The numbers in the `final` mapping of the job's metrics.json, if it wrote one."""
+    path = run_dir / METRICS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        notices.warn("metrics-json", f"job {num}'s {path} is not readable JSON ({err}): ignored")
+        return {}
+    final = data.get("final") if isinstance(data, dict) else None
+    if not isinstance(final, Mapping):
+        notices.warn(
+            "metrics-final",
+            f"job {num}'s {path} has no `final` mapping (got {type(final).__name__}): ignored",
+        )
+        return {}
+    return {_column(str(k)): float(v) for k, v in final.items() if is_number(v)}
+
+
+def stored_return(value: Any, num: int, notices: Notices) -> str:
+    """The return value as JSON, lossless, for resume; "" when it cannot be stored that way
+    (then a resumed sweep runs the job again rather than hand the sweeper something else)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        notices.warn(
+            "return-json",
+            f"job {num} returned a {type(value).__name__}, which JSON cannot hold: a resumed "
+            "sweep will run such jobs again",
+        )
+        return ""
+    if len(text) > MAX_RETURN_CHARS:
+        notices.warn(
+            "return-size",
+            f"job {num} returned {len(text)} characters of JSON (over {MAX_RETURN_CHARS}): not "
+            "stored; a resumed sweep will run such jobs again",
+        )
+        return ""
+    return text
+
+
+def loaded_return(row: Mapping[str, str]) -> Any:
+    """What a finished job returned, from its row (the sweeper gets it back on resume)."""
+    return json.loads(row["return"])
+
+
+def _column(key: str) -> str:
+    """A value's column name, kept apart from the fixed columns it would collide with."""
+    return f"return_{key}" if key in RESERVED else key
+
+
+def iso_time(epoch_seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch_seconds))

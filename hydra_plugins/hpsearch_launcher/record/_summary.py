@@ -1,0 +1,50 @@
+"""A Hydra callback for the end of a sweep: the leaderboard, and a non-zero exit on failures.
+
+Any app using the hpsearch launcher can add it to its config:
+
+    hydra:
+      callbacks:
+        summary:
+          _target_: hydra_plugins.hpsearch_launcher.callback.SweepSummary
+          mode: max          # or min; default: the sweeper's direction, else max
+          columns: []        # results.csv columns to show beside the objective
+
+Hydra's basic sweeper stops at a failed job before this runs; the launcher prints the
+leaderboard itself in that case.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from ._leaderboard import leaderboard, summary_options, unfinished
+from ._table import ResultsTable
+
+log = logging.getLogger("hpsearch.sweep")
+
+
+class SweepSummary(Callback):
+    def __init__(self, mode: str | None = None, columns: Sequence[str] = ()) -> None:
+        # Read from the sweep config at the end (summary_options), the same way the launcher
+        # reads them when it prints the leaderboard itself.
+        del mode, columns
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        table = ResultsTable.load(Path(str(config.hydra.sweep.dir)))
+        rows = list(table.rows.values())
+        if not rows:
+            return
+        mode, columns = summary_options(config)
+        log.info("\n%s", leaderboard(rows, table.params, mode, columns=columns))
+        failed = unfinished(rows)
+        if failed:
+            log.error(
+                "hpsearch: %d of %d jobs did not finish; see %s", len(failed), len(rows), table.path
+            )
+            raise SystemExit(1)

@@ -1,0 +1,23 @@
+"""Reading a finished (or running) sweep's records from disk: for reports and notebooks.
+
+table = ResultsTable.load(sweep_dir)   # results.csv, checked
+print(leaderboard(list(table.rows.values()), table.params, "max"))
+"""
+
+from .record._leaderboard import leaderboard, objective, ranked, summary_options, unfinished
+from .record._rows import finite
+from .record._table import DONE, FILENAME, STATUS, ResultsFileError, ResultsTable
+
+__all__ = [
+    "DONE",
+    "FILENAME",
+    "STATUS",
+    "ResultsFileError",
+    "ResultsTable",
+    "finite",
+    "leaderboard",
+    "objective",
+    "ranked",
+    "summary_options",
+    "unfinished",
+]

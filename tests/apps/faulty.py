@@ -1,0 +1,26 @@
+"""The probe app with a fault injected into the sweep's recording path (the exception-safety
+test): recording the job numbered $FAULTY_RECORD_JOB raises."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra_plugins.hpsearch_launcher.record import _recorder
+
+FAIL_JOB = int(os.environ["FAULTY_RECORD_JOB"])
+_original = _recorder.Recorder.ended
+
+
+def ended(self: Any, job: Any, outcome: Any, **facts: Any) -> Any:
+    if job.num == FAIL_JOB:
+        raise RuntimeError(f"injected fault while recording job {job.num}")
+    return _original(self, job, outcome, **facts)
+
+
+_recorder.Recorder.ended = ended  # type: ignore[method-assign]
+sys.argv[0] = str(Path(__file__).with_name("probe.py"))
+runpy.run_path(sys.argv[0], run_name="__main__")
