@@ -13,8 +13,9 @@ from omegaconf import DictConfig
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
 
-# conf/ at the repository root, found from a checkout or an editable install.
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+# hpsearch/conf: the package's copy of the repository's conf/ in a wheel; in a checkout or an
+# editable install, a symlink to conf/ itself.
+CONFIG_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
 def train_task(cfg: DictConfig) -> float:
