@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +57,24 @@ def test_the_launcher_is_hpsearch_and_job_name_is_set(make_cfg, hydra_restore_si
     assert cfg.hydra.launcher._target_.endswith("HpsearchLauncher")
     assert cfg.hydra.job.name == "hpsearch"
     assert list(cfg.hydra.launcher.gpus) == []  # device=cpu: no GPU for the launcher either
+
+
+def test_help_says_what_hpsearch_is_and_its_launcher_settings() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("hpsearch: train a TensorFlow model")
+    for text in ("hpsearch-report SWEEP_DIR", "jobs_per_gpu", "max_oom_retries", "warm_start"):
+        assert text in done.stdout
+    assert "model: cnn, mlp" in done.stdout  # Hydra's $APP_CONFIG_GROUPS, filled in
+    assert "lr: 0.001" in done.stdout  # and $CONFIG
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,7 @@ def test_help_and_config_override_from_the_wheel(
     done = run_installed(runner, wheel_venv, tmp_path, "--help")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+    assert "hpsearch-report SWEEP_DIR" in done.stdout  # our help, from the wheel's conf/hydra
 
     mine = tmp_path / "mine"
     mine.mkdir()
