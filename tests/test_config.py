@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from hpsearch.app import CONFIG_DIR, check_group_choices
+from hpsearch.app import CONFIG_DIR, check_group_choices, run_dir_line
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
 
@@ -75,6 +75,18 @@ def test_help_says_what_hpsearch_is_and_its_launcher_settings() -> None:
     assert "model: cnn, mlp" in done.stdout  # Hydra's $APP_CONFIG_GROUPS, filled in
     assert "lr: 0.001" in done.stdout  # and $CONFIG
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("output_dir", "cwd", "line"),
+    [
+        ("/home/a/outputs/runs/2026-12-01/10-00-00", "/home/a", "outputs/runs/2026-12-01/10-00-00"),
+        ("/scratch/runs/x", "/home/a", "/scratch/runs/x"),  # outside: the absolute path
+        ("/home/ab/run", "/home/a", "/home/ab/run"),  # a sibling with a common prefix
+    ],
+)
+def test_a_single_run_names_its_run_dir(output_dir: str, cwd: str, line: str) -> None:
+    assert run_dir_line(Path(output_dir), Path(cwd)) == f"hpsearch: run dir {line}"
 
 
 @pytest.mark.parametrize(
