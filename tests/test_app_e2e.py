@@ -24,6 +24,7 @@ def test_single_run_writes_metrics(runner: Runner, tmp_path: Path) -> None:
     assert (tmp_path / "run" / "hpsearch.log").exists()  # hydra.job.name, not __main__
     assert "epoch 1/1" in result.stdout
     assert not [n for n in TF_NOISE if n in result.stdout], result.stdout
+    assert result.stdout.rstrip().splitlines()[-1] == "hpsearch: run dir run"
 
 
 def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) -> None:
@@ -54,6 +55,7 @@ def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) 
         assert record["device"]["type"] == "cpu"
         assert f"lr={record['params']['lr']}" in name
         assert "epoch 1/1" in (run_dir / "stdout.log").read_text()
+        assert "hpsearch: run dir" not in (run_dir / "stdout.log").read_text()  # single runs only
         assert (run_dir / "stderr.log").exists()
     assert result.stdout.count(" done ") == 4
     # The sweep's table holds each run's real metrics; the leaderboard closes the sweep.

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import math
+import random
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -9,8 +13,19 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
 
 from hpsearch.report import build_figure, load_sweep, main
+from hpsearch.report_axes import (
+    MAX_TICKS,
+    MIN_TICK_GAP,
+    Sweep,
+    param_axis,
+    scatter_pair,
+    tick_label,
+)
 from hydra_plugins.hpsearch_launcher.results import ResultsTable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -61,11 +76,11 @@ def ranked_objectives(stdout: str) -> list[str]:
     return [cells[1] for cells in lines if cells and cells[0].isdigit()]
 
 
-def assert_png(path: Path, min_width: int = 400) -> None:
+def assert_png(path: Path, min_width: int = 400, min_height: int = 300) -> None:
     assert path.read_bytes()[:8] == PNG_SIGNATURE
     image = matplotlib.image.imread(path)
     height, width = image.shape[:2]
-    assert min_width <= width <= 3000 and 300 <= height <= 3000
+    assert min_width <= width <= 3000 and min_height <= height <= 3000
 
 
 def test_report_prints_best_first_and_the_failures(
@@ -81,8 +96,8 @@ def test_report_prints_best_first_and_the_failures(
     assert "no result within 600s" in out
     assert "FAILED" in out and "TIMEOUT" in out
     assert out.rstrip().splitlines()[-1] == f"plot: {sweep_dir / 'report.png'}"
-    # Two panels side by side, 4.5 inches each at 120 dpi.
-    assert_png(sweep_dir / "report.png", min_width=900)
+    # Parallel coordinates over two panels side by side, 4.5 inches each at 120 dpi.
+    assert_png(sweep_dir / "report.png", min_width=900, min_height=800)
 
 
 def test_min_mode_ranks_the_lowest_first(
@@ -108,9 +123,14 @@ def test_without_multirun_yaml_higher_is_better(
     assert load_sweep(sweep_dir).metric == "objective"
 
 
+def panels_by_xlabel(fig: Figure) -> dict[str, Axes]:
+    return {ax.get_xlabel(): ax for ax in fig.axes if ax.get_xlabel()}
+
+
 def test_plot_has_log_lr_categorical_model_best_and_failures(tmp_path: Path) -> None:
     fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep")))
-    lr, model = fig.axes
+    panels = panels_by_xlabel(fig)
+    lr, model = panels["lr"], panels["model"]
 
     assert lr.get_xscale() == "log"
     assert lr.get_ylabel() == "val_accuracy"
@@ -122,6 +142,186 @@ def test_plot_has_log_lr_categorical_model_best_and_failures(tmp_path: Path) -> 
     assert "best 0.95" in texts
     assert "\N{MULTIPLICATION SIGN}2" in texts  # both failures sit at lr=0.1
     assert fig.get_suptitle() == "sweep: 6 runs, best val_accuracy=0.95"
+
+
+def parallel_y(value: float, low: float, high: float) -> float:
+    """Where a value sits on a log axis from low to high, from 0 to 1."""
+    return (math.log10(value) - math.log10(low)) / (math.log10(high) - math.log10(low))
+
+
+def collection(fig: Figure, gid: str) -> LineCollection:
+    (found,) = [c for ax in fig.axes for c in ax.collections if c.get_gid() == gid]
+    assert isinstance(found, LineCollection)
+    return found
+
+
+def test_parallel_coordinates_one_line_per_run_failed_ones_stop_short(tmp_path: Path) -> None:
+    fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep")))
+
+    finished = collection(fig, "finished").get_segments()
+    failed = collection(fig, "failed").get_segments()
+    assert len(finished) == 4 and len(failed) == 2
+    # lr, model, then the objective: a failed run has no point on the objective axis.
+    assert {len(line) for line in finished} == {3}
+    assert {len(line) for line in failed} == {2}
+    # The best run (lr=0.01, cnn, 0.95) sits at the top of the objective axis.
+    parallel = next(ax for ax in fig.axes if any(c.get_gid() == "finished" for c in ax.collections))
+    (best,) = [line for line in parallel.lines if line.get_gid() == "best"]
+    assert list(best.get_ydata()) == [parallel_y(0.01, 1e-4, 0.1), 0.0, 1.0]
+    names = [t.get_text() for t in parallel.get_xticklabels()]
+    assert names == ["lr\n(log)", "model", "val_accuracy"]
+    assert any(
+        ax.get_ylabel() == "val_accuracy" for ax in fig.axes if ax is not parallel
+    )  # colorbar
+
+
+def test_no_parallel_coordinates_for_one_param(tmp_path: Path) -> None:
+    runs = [(lr, "mlp", "completed", f"0.{i + 5}", "") for i, lr in enumerate(["0.1", "0.01"])]
+    sweep = load_sweep(make_sweep(tmp_path / "sweep", runs))
+    fig = build_figure(dataclasses.replace(sweep, params=["lr"]))
+
+    assert not [c for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection)]
+
+
+TIED = [
+    ("0.001", "32", "completed", "0.9", ""),
+    ("0.001", "128", "completed", "0.8", ""),
+    ("0.01", "32", "completed", "0.7", ""),
+    ("0.01", "128", "completed", "0.9", ""),
+    ("0.1", "32", "failed", "", "TrainingDiverged: loss is nan at epoch 1"),
+]
+
+
+def two_numeric_sweep(sweep_dir: Path, runs: Sequence[tuple[str, str, str, str, str]]) -> Sweep:
+    """A sweep of lr x batch: two numeric params (make_sweep's `model` column holds batch)."""
+    sweep_dir.mkdir(parents=True)
+    table = ResultsTable(sweep_dir / "results.csv")
+    for job, (lr, batch, status, objective, error) in enumerate(runs):
+        table.put(row(job, status, objective, error, sweep_dir), {"lr": lr, "batch": batch})
+    return load_sweep(sweep_dir)
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_ties_for_best_are_all_marked(tmp_path: Path, mode: str) -> None:
+    sweep = two_numeric_sweep(tmp_path / "sweep", TIED)
+    sweep = dataclasses.replace(sweep, mode=mode)
+    best = [0, 3] if mode == "max" else [2]
+
+    assert sweep.best() == best
+    fig = build_figure(sweep)
+    stars = [c for ax in fig.axes for c in ax.collections if c.get_label() == "best"]
+    assert len(stars) == 3  # in the scatter and in the marginal panel of each param
+    assert all(len(c.get_offsets()) == len(best) for c in stars)
+    assert len([ln for ax in fig.axes for ln in ax.lines if ln.get_gid() == "best"]) == len(best)
+    if mode == "max":
+        assert fig.get_suptitle().endswith("best objective=0.9 (2 runs)")
+
+
+def test_scatter_of_two_numeric_params_coloured_by_objective(tmp_path: Path) -> None:
+    fig = build_figure(two_numeric_sweep(tmp_path / "sweep", TIED))
+
+    (scatter,) = [ax for ax in fig.axes if ax.get_title() == "lr \N{MULTIPLICATION SIGN} batch"]
+    (dots,) = [c for c in scatter.collections if c.get_gid() == "runs"]
+    assert sorted(dots.get_array()) == [0.7, 0.8, 0.9, 0.9]
+    assert (scatter.get_xlabel(), scatter.get_ylabel()) == ("lr", "batch")
+    # lr spans 0.001..0.1 (the failed run's value counts: it is drawn too), batch only 4x.
+    assert (scatter.get_xscale(), scatter.get_yscale()) == ("log", "linear")
+
+
+def test_no_scatter_with_one_numeric_param(tmp_path: Path) -> None:
+    fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep")))  # lr, and model: categorical
+
+    assert not [ax for ax in fig.axes if "\N{MULTIPLICATION SIGN}" in ax.get_title()]
+
+
+@pytest.mark.parametrize(
+    ("names", "pair"),
+    [
+        (["lr", "batch"], ("lr", "batch")),
+        (["model", "lr"], None),  # model is categorical
+        (["lr", "batch", "dropout"], ("lr", "dropout")),  # the two with the most values
+        (["const", "lr", "batch"], ("lr", "batch")),  # one value: no axis to plot on
+    ],
+)
+def test_scatter_pair_is_the_two_numeric_params_with_most_values(
+    names: list[str], pair: tuple[str, str] | None
+) -> None:
+    columns = {
+        "lr": ["1e-3", "1e-2", "1e-1", "1e-3"],
+        "batch": ["32", "32", "64", "64"],
+        "dropout": ["0.1", "0.2", "0.3", "0.4"],
+        "model": ["mlp", "cnn", "mlp", "cnn"],
+        "const": ["5", "5", "5", "5"],
+    }
+    chosen = scatter_pair([param_axis(n, columns[n]) for n in names])
+
+    assert (None if chosen is None else (chosen[0].label, chosen[1].label)) == pair
+
+
+@pytest.mark.parametrize(
+    ("values", "log"),
+    [
+        (["1e-4", "1e-3", "1e-2"], True),
+        (["0.001", "0.01"], False),  # 10x: linear
+        (["0", "0.001", "0.1"], False),  # zero has no logarithm
+        (["32", "1024"], True),
+    ],
+)
+def test_log_axis_when_positive_values_span_over_20x(values: list[str], log: bool) -> None:
+    assert param_axis("lr", values).log is log
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [
+        (0.0012345678, "0.00123"),
+        (0.0003, "3e-4"),
+        (1.23456789e-5, "1.23e-5"),
+        (0.1, "0.1"),
+        (12.3456, "12.3"),
+        (1024.0, "1024"),
+        (1234.5678, "1235"),
+        (0.0, "0"),
+        (2.5e7, "2.5e7"),
+    ],
+)
+def test_tick_labels_are_short(value: float, label: str) -> None:
+    assert tick_label(value) == label
+
+
+def test_optuna_floats_get_few_short_spaced_ticks() -> None:
+    rng = random.Random(0)
+    lrs = [repr(10 ** rng.uniform(-5, -1)) for _ in range(50)]  # 0.00012345678901234 and such
+    dropouts = [repr(rng.uniform(0.1, 0.5)) for _ in range(50)]
+
+    for axis in (param_axis("lr", lrs), param_axis("dropout", dropouts)):
+        assert 2 <= len(axis.ticks) <= MAX_TICKS
+        assert all(len(label) <= 7 for label in axis.tick_labels), axis.tick_labels
+        units = [axis.unit(t) for t in axis.ticks]
+        assert all(0 <= u <= 1 for u in units)
+        assert all(b - a >= MIN_TICK_GAP for a, b in itertools.pairwise(units))
+
+
+def test_close_grid_values_do_not_crowd_the_axis() -> None:
+    axis = param_axis("lr", ["0.001", "0.0011", "0.05", "0.1"])
+    assert axis.ticks == [0.001, 0.05, 0.1]
+
+
+def test_all_failed_sweep_says_so_instead_of_plotting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [run for run in RUNS if run[2] in ("failed", "timeout")]
+    sweep_dir = make_sweep(tmp_path / "sweep", runs)
+
+    assert main([str(sweep_dir)]) == 0
+
+    assert_png(sweep_dir / "report.png", min_width=900, min_height=100)
+    fig = build_figure(load_sweep(sweep_dir))
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "no finished run: 2 failed" in texts
+    assert any("TrainingDiverged: loss is nan at epoch 2" in t for t in texts)
+    assert not [c for ax in fig.axes for c in ax.collections]  # no markers at a made-up y=0
+    assert fig.get_suptitle() == "sweep: 2 runs, none finished"
 
 
 def test_sweep_without_params_plots_by_job(

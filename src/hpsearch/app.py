@@ -8,13 +8,15 @@ from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
 
-# conf/ at the repository root, found from a checkout or an editable install.
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+# hpsearch/conf: the package's copy of the repository's conf/ in a wheel; in a checkout or an
+# editable install, a symlink to conf/ itself.
+CONFIG_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
 def train_task(cfg: DictConfig) -> float:
@@ -24,12 +26,21 @@ def train_task(cfg: DictConfig) -> float:
     """
     from hpsearch.train import run
 
-    output_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
     try:
         record = run(cfg, output_dir=output_dir)
     except ConfigError as err:
         _exit_with(err)
+    if hydra_cfg.mode == RunMode.RUN:  # a sweep's leaderboard names every run dir instead
+        print(run_dir_line(output_dir, Path.cwd()), flush=True)
     return float(record["objective"]["value"])
+
+
+def run_dir_line(output_dir: Path, cwd: Path) -> str:
+    """The single run's last line: its dir, relative to where the command ran when inside it."""
+    shown = output_dir.relative_to(cwd) if output_dir.is_relative_to(cwd) else output_dir
+    return f"hpsearch: run dir {shown}"
 
 
 train_task.preflight = validate_config  # type: ignore[attr-defined]  # run by our launcher

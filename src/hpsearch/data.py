@@ -13,10 +13,7 @@ import numpy as np
 from omegaconf import DictConfig
 from sklearn.model_selection import train_test_split
 
-from hpsearch.errors import ConfigError
-
-NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
-NPZ_FIX = "save one with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...)"
+from hpsearch.npz_check import NPZ_KEYS, check_npz
 
 
 @dataclass(frozen=True)
@@ -81,19 +78,8 @@ def _make_synthetic(data: DictConfig, seed: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _load_npz(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"data.path={path!r}: not a readable .npz ({err}); {NPZ_FIX}") from None
-    if not isinstance(npz, np.lib.npyio.NpzFile):
-        raise ConfigError(f"data.path={path!r}: a single array, not an .npz archive; {NPZ_FIX}")
-    with npz:
-        missing = [key for key in NPZ_KEYS if key not in npz.files]
-        if missing:
-            raise ConfigError(
-                f"data.path={path!r}: missing keys {', '.join(missing)} (found "
-                f"{', '.join(npz.files) or 'none'}; the file needs {', '.join(NPZ_KEYS)})"
-            )
+    check_npz(path)  # the same checks as before the sweep: a file changed since fails here
+    with np.load(path, allow_pickle=False) as npz:
         x_train, y_train, x_test, y_test = (npz[key] for key in NPZ_KEYS)
     return _scale(x_train), y_train.astype(np.int64), _scale(x_test), y_test.astype(np.int64)
 

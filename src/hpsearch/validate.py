@@ -1,7 +1,8 @@
 """Checks of the composed train config, run before any data is loaded or model is built.
 
-Pure: no TensorFlow, no file reads beyond `os.path` checks, so the launcher can run the same
-checks in the parent for every job of a sweep before the first process starts.
+No TensorFlow, and no file reads beyond `os.path` checks and a data=npz file's headers and
+labels (cached), so the launcher can run the same checks in the parent for every job of a sweep
+before the first process starts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch.errors import ConfigError
+from hpsearch.npz_check import check_npz
 
 MODELS = ("mlp", "cnn")
 DATASETS = ("digits", "synthetic", "npz")
@@ -70,7 +72,7 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={cfg[key]!r}: must be true or false (e.g. {key}=false)")
     _validate_model(cfg.model)
     _validate_optimizer(cfg.optimizer)
-    _validate_data(cfg.data)
+    _validate_data(cfg.data, cfg.model.name)
 
 
 def _validate_model(model: DictConfig) -> None:
@@ -97,7 +99,7 @@ def _validate_optimizer(opt: DictConfig) -> None:
         _fraction("optimizer.momentum", opt.momentum, example="optimizer.momentum=0.9")
 
 
-def _validate_data(data: DictConfig) -> None:
+def _validate_data(data: DictConfig, model_name: str) -> None:
     _choice("data.name", data.name, DATASETS)
     if data.name == "synthetic":
         _positive("data.n", data.n, example="data.n=60000", integer=True)
@@ -124,4 +126,10 @@ def _validate_data(data: DictConfig) -> None:
             raise ConfigError(
                 f"data.path={data.path!r}: no such file (give an .npz with x_train, y_train, "
                 "x_test, y_test, e.g. data.path=/data/mnist.npz)"
+            )
+        sample = check_npz(path)
+        if model_name == "cnn" and len(sample) == 1:
+            raise ConfigError(
+                f"data.path={data.path!r} holds samples of shape {sample}: model=cnn needs "
+                "images, (n, height, width[, channels]); use model=mlp or reshape x"
             )

@@ -1,0 +1,182 @@
+"""What the sweep report draws, computed without a figure: axes, ticks, the best runs, and the
+positions of each run on the parallel-coordinates view.
+
+Pure functions of the sweep's rows, so the tests check what is drawn without reading pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from matplotlib.ticker import LogLocator, MaxNLocator
+
+LOG_SPAN = 20.0  # positive values spanning more than this factor get a log axis
+MAX_TICKS = 6  # ticks per axis at most: Optuna's floats must not crowd an axis with labels
+MIN_TICK_GAP = 0.12  # the least distance between two ticks, as a fraction of the axis
+MAX_CATEGORY_CHARS = 14  # longer category names are cut, so labels stay beside their axis
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What the report needs from a sweep dir."""
+
+    name: str
+    rows: list[dict[str, str]]
+    params: list[str]
+    mode: str  # "max" or "min"
+    metric: str
+    scores: list[float]  # per row: its objective if it finished, else NaN
+
+    @property
+    def finished(self) -> list[int]:
+        return [i for i, s in enumerate(self.scores) if not math.isnan(s)]
+
+    @property
+    def failed(self) -> list[int]:
+        return [i for i, s in enumerate(self.scores) if math.isnan(s)]
+
+    def best(self) -> list[int]:
+        """Every finished row whose objective is the best one: ties are all the best."""
+        done = [self.scores[i] for i in self.finished]
+        if not done:
+            return []
+        top = max(done) if self.mode == "max" else min(done)
+        return [i for i, s in enumerate(self.scores) if s == top]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One quantity across the rows: a number (or a category's index) per row, and its ticks."""
+
+    label: str
+    positions: list[float]  # per row, in data units; NaN where the row has no value
+    categories: list[str]  # names of positions 0, 1, ...; empty on a numeric axis
+    log: bool
+    ticks: list[float]
+    tick_labels: list[str]
+
+    @property
+    def numeric(self) -> bool:
+        return not self.categories
+
+    @property
+    def distinct(self) -> int:
+        return len({p for p in self.positions if not math.isnan(p)})
+
+    def unit(self, value: float) -> float:
+        """Where `value` sits between the axis' lowest and highest value, from 0 to 1."""
+        if self.categories:
+            return value / (len(self.categories) - 1) if len(self.categories) > 1 else 0.5
+        known = [p for p in self.positions if not math.isnan(p)]
+        low, high = _scaled(min(known), self.log), _scaled(max(known), self.log)
+        return (_scaled(value, self.log) - low) / (high - low) if high > low else 0.5
+
+
+def param_axis(label: str, values: Sequence[str], allow_log: bool = True) -> Axis:
+    """A numeric axis when every value is a finite number, else a categorical one."""
+    numbers = [as_float(v) for v in values]
+    if values and all(n is not None for n in numbers):
+        return numeric_axis(label, [float(n) for n in numbers if n is not None], allow_log)
+    names = [v if v else "(unset)" for v in values]
+    categories = sorted(set(names), key=_natural_key)
+    indices = [float(categories.index(v)) for v in names]
+    shown = categories[:: math.ceil(len(categories) / MAX_TICKS)]
+    return Axis(
+        label,
+        indices,
+        categories,
+        log=False,
+        ticks=[float(categories.index(c)) for c in shown],
+        tick_labels=[_shorten(c) for c in shown],
+    )
+
+
+def numeric_axis(label: str, positions: Sequence[float], allow_log: bool = True) -> Axis:
+    """`positions` may hold NaN for rows without a value (a failed run's objective)."""
+    known = [p for p in positions if not math.isnan(p)]
+    log = allow_log and min(known) > 0 and max(known) / min(known) > LOG_SPAN
+    ticks = spaced(candidate_ticks(known, log), log)
+    return Axis(label, list(positions), [], log, ticks, [tick_label(t) for t in ticks])
+
+
+def candidate_ticks(values: Sequence[float], log: bool) -> list[float]:
+    """Each value when there are few (a grid); round numbers inside the range when many."""
+    distinct = sorted(set(values))
+    if len(distinct) <= MAX_TICKS:
+        return distinct
+    low, high = distinct[0], distinct[-1]
+    locator = LogLocator(numticks=MAX_TICKS) if log else MaxNLocator(nbins=MAX_TICKS - 1)
+    slack = (high - low) * 1e-9
+    inside = [float(t) for t in locator.tick_values(low, high) if low - slack <= t <= high + slack]
+    return inside if len(inside) >= 2 else sorted({low, *inside, high})
+
+
+def spaced(ticks: Sequence[float], log: bool) -> list[float]:
+    """Drop ticks that would sit closer than MIN_TICK_GAP to the one before: no label overlaps."""
+    if len(ticks) < 2:
+        return list(ticks)
+    low, high = _scaled(ticks[0], log), _scaled(ticks[-1], log)
+    kept = [ticks[0]]
+    for tick in ticks[1:]:
+        if (_scaled(tick, log) - _scaled(kept[-1], log)) / (high - low) >= MIN_TICK_GAP:
+            kept.append(tick)
+    return kept
+
+
+def tick_label(value: float) -> str:
+    """At most about 3 significant digits: 0.0012345678 -> 0.00123, 3e-4 rather than 0.0003."""
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+        mantissa, exponent = f"{value:.2e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
+    if value == round(value):
+        return str(round(value))  # batch sizes and epochs: 1024, not 1.02e+03
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def scatter_pair(axes: Sequence[Axis]) -> tuple[Axis, Axis] | None:
+    """The two numeric axes with the most distinct values (in their order), or None."""
+    numeric = [a for a in axes if a.numeric and a.distinct > 1]
+    if len(numeric) < 2:
+        return None
+    first, second = sorted(numeric, key=lambda a: -a.distinct)[:2]
+    return (first, second) if axes.index(first) < axes.index(second) else (second, first)
+
+
+def parallel_lines(axes: Sequence[Axis], rows: Sequence[int]) -> list[list[tuple[float, float]]]:
+    """Each row's polyline over the axes, as (axis number, 0..1) points; a row with no value on
+    an axis (a failed run's objective) stops before it."""
+    lines = []
+    for row in rows:
+        points = []
+        for i, axis in enumerate(axes):
+            position = axis.positions[row]
+            if math.isnan(position):
+                break
+            points.append((float(i), axis.unit(position)))
+        lines.append(points)
+    return lines
+
+
+def as_float(value: str) -> float | None:
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _natural_key(value: str) -> tuple[int, float, str]:
+    number = as_float(value)
+    return (1, 0.0, value) if number is None else (0, number, value)
+
+
+def _scaled(value: float, log: bool) -> float:
+    return math.log10(value) if log else value
+
+
+def _shorten(name: str) -> str:
+    if len(name) <= MAX_CATEGORY_CHARS:
+        return name
+    return name[: MAX_CATEGORY_CHARS - 1] + "\N{HORIZONTAL ELLIPSIS}"
