@@ -43,6 +43,32 @@ def processes_tagged(tag: str) -> list[psutil.Process]:
     return found
 
 
+def roles(procs: list[psutil.Process]) -> dict[str, int]:
+    """How many of `procs` are job processes, waiting warm spares, and the probe's `hang`
+    grandchildren (the sweep process itself is none of these)."""
+    counts = {"job": 0, "spare": 0, "grandchild": 0}
+    for proc in procs:
+        try:
+            cmdline = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        if "time.sleep(600)" in cmdline:
+            counts["grandchild"] += 1
+        elif "hpsearch_launcher.execute._child" in cmdline:
+            counts["spare" if "/spare-" in cmdline else "job"] += 1
+    return counts
+
+
+def wait_for_roles(tag: str, wanted: dict[str, int], within: float = 30) -> dict[str, int]:
+    """Wait until the tagged processes have (at least) these roles; return the counts seen."""
+    deadline = time.monotonic() + within
+    while True:
+        seen = roles(processes_tagged(tag))
+        if all(seen[k] >= v for k, v in wanted.items()) or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.1)
+
+
 def wait_no_tagged(tag: str, within: float) -> list[psutil.Process]:
     deadline = time.monotonic() + within
     while (left := processes_tagged(tag)) and time.monotonic() < deadline:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from apps.probe import probe
-from conftest import PROBE, Runner, processes_tagged, read_records
+from conftest import PROBE, Runner, processes_tagged, read_records, wait_for_roles
 from hydra.core.utils import JobReturn, JobStatus
 
 pytestmark = pytest.mark.slow
@@ -121,9 +121,9 @@ def test_stopping_the_sweep_ends_every_job_tree(
     args = runner.probe_sweep(marks, "x=0,1,2,3", "mode=hang", "hydra.launcher.n_jobs=2")
     sweep = runner.popen(args)
     wait_for([marks / "start-0", marks / "start-1"])
-    time.sleep(0.5)  # the jobs' grandchildren have started too
-    tree = processes_tagged(runner.tag)
-    assert len(tree) >= 5, "expected the sweep, 2 jobs and their 2 grandchildren"
+    # 2 jobs, their 2 grandchildren, and (warm start) a spare waiting for each queued job.
+    wanted = {"job": 2, "grandchild": 2, "spare": 2}
+    assert wait_for_roles(runner.tag, wanted) == wanted
     sweep.send_signal(sig)
     out, _ = sweep.communicate(timeout=30)
     assert sweep.returncode == exit_code, out

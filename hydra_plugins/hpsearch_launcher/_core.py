@@ -71,7 +71,7 @@ def launch(
     task = cloudpickle.dumps(
         (launcher.hydra_context, launcher.task_function, Singleton.get_state())
     )
-    backend = LocalBackend(task)
+    backend = LocalBackend(task, settings.preload if settings.warm_start else ())
     try:
         sweep = Sweep(
             jobs,

@@ -46,6 +46,11 @@ class HpsearchLauncherConf:
     max_oom_retries: int = 1
     # Other failures (an exception, a crash, a timeout) run again up to this many times.
     max_retries: int = 0
+    # Warm start: while a slot's job runs, its next job's process is made and waits, imports
+    # done, touching no GPU; still one fresh process per job. false: each process starts cold.
+    warm_start: bool = True
+    # Modules a waiting process imports ahead of its job (e.g. [tensorflow] or [torch]).
+    preload: list[str] = field(default_factory=list)
 
 
 ConfigStore.instance().store(

@@ -45,6 +45,8 @@ def probe(cfg: DictConfig) -> float:
         "jax_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
         "threads": os.environ.get("HPSEARCH_CPU_THREADS"),
         "cwd": os.getcwd(),
+        # When a warm spare imported the preload module (hydra.launcher.preload), if it did.
+        "preloaded_at": getattr(sys.modules.get("preload_marker"), "IMPORTED_AT", None),
         "output_dir": HydraConfig.get().runtime.output_dir,
         "start": started,
         "end": time.time(),

@@ -88,6 +88,14 @@ def last_error_line(text: str) -> str:
     return ""
 
 
+EnvKey = tuple[tuple[str, str], ...]
+
+
+def env_key(env: Mapping[str, str]) -> EnvKey:
+    """An environment as a dict key: a warm spare is matched to a job by it."""
+    return tuple(sorted(env.items()))
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What a process needs to run one attempt of one job."""
@@ -113,6 +121,12 @@ class Backend(Protocol):
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> JobHandle:
         """Start the job in a process created with exactly `env` over the sweep's own
         environment; raise OSError (or any Exception) if it cannot be created."""
+        ...
+
+    def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+        """Warm start: keep `count` processes made ahead, waiting, for each environment
+        `wanted` names (keyed by `env_key(env)`), and none for any other. A backend that
+        cannot make processes ahead does nothing."""
         ...
 
     def end(self, handles: Sequence[JobHandle], grace: float) -> None:

@@ -1,14 +1,16 @@
 """The job's side: the first code that runs in the fresh process created for one job.
 
-    python -c BOOT SYS_PATH_JSON TASK_FILE EARLY_LOG
+    python -c BOOT SYS_PATH_JSON TASK_FILE EARLY_LOG PRELOAD_JSON
 
 Order matters. The process (already its own session, so Ctrl-C reaches only the sweep, which
 then ends the jobs in order) starts the watchdog that ends it if the sweep dies, points file
 descriptors 1 and 2 at EARLY_LOG, and only then unpickles the task (which imports its module),
-so even import-time output is kept. Then it reads one line from stdin: the path of its job
-file. It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first into the
-job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the result file
-atomically and exits. One process, one job.
+so even import-time output is kept, and imports the PRELOAD modules (a warm spare's: e.g.
+TensorFlow; it touches no GPU). Then it reads one line from stdin, the path of its job file:
+at once for a cold process, when its slot frees for a spare (an empty line ends a spare that
+got no job). It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first
+into the job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the
+result file atomically and exits. One process, one job.
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ WATCHDOG_PERIOD_S = 0.5
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from hydra_plugins.hpsearch_launcher.execute._child import main; "
-    "main(sys.argv[2], sys.argv[3])"
+    "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))"
 )
 
 
-def main(task_file: str, early_log: str) -> None:
+def main(task_file: str, early_log: str, preload: list[str]) -> None:
     _start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
     _redirect(early_log, early_log)
     import cloudpickle
 
     with open(task_file, "rb") as f:
         hydra_context, task_function, singleton_state = cloudpickle.load(f)
+    _preload(preload)
     job_file = sys.stdin.readline().strip()
     if not job_file:  # the sweep ended this process before giving it a job
         return
@@ -44,6 +47,17 @@ def main(task_file: str, early_log: str) -> None:
     _redirect(job["stdout"], job["stderr"], keep=early_log)
     result = _run(hydra_context, job["config"], task_function, singleton_state)
     _write_result(job["result"], result)
+
+
+def _preload(modules: list[str]) -> None:
+    """Import what the job will need, ahead of it; a failure is the job's to meet, not ours."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as err:
+            print(f"hpsearch: preload {name}: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 def _run(hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any) -> tuple:

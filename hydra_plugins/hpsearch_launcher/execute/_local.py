@@ -1,6 +1,13 @@
 """The local backend: each job in a fresh process on this machine, created with its
 environment fixed (the only moment CUDA, TensorFlow, JAX and PyTorch read it), used once.
 
+Warm start: a *spare* is such a process made ahead of need, for one environment (one slot's:
+its GPU, memory cap, threads), that has already imported Python, Hydra, the task's module and
+the `preload` modules, and waits, touching no GPU, for its one job. A job whose environment
+matches a spare's is handed to it and starts at once; any other job (an out-of-memory retry
+with the whole GPU) gets a cold process. A spare that dies while waiting is dropped, never
+handed a job. Spares nobody needs are killed: they hold no work.
+
 The process is owned here through `subprocess`: its pid and exit status are public, which
 loky's executor does not give. Files, not pipes, carry the job in and the result out: a large
 config can never block the sweep on a full pipe, and a result is read only once complete.
@@ -10,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -20,15 +28,24 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
 import psutil
 
-from ._backend import Ending, JobHandle, JobSpec, Outcome, last_error_line
+from ._backend import Ending, EnvKey, JobHandle, JobSpec, Outcome, env_key, last_error_line
 from ._child import BOOT
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
+MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
+log = logging.getLogger("hpsearch.launcher")
+
+
+@dataclass
+class Spare:
+    proc: subprocess.Popen[bytes]
+    log: Path  # what it printed while it prepared: goes first into its job's stderr.log
 
 
 class LocalHandle:
@@ -85,13 +102,18 @@ def _note(result: tuple, index: int) -> str:
 
 
 class LocalBackend:
-    """A cold process per job: `python -c BOOT`, its environment set at creation."""
+    """A fresh process per job: `python -c BOOT`, its environment set at creation; with
+    `prepare`, spares made ahead for the environments the next jobs will have."""
 
-    def __init__(self, task_payload: bytes) -> None:
+    def __init__(self, task_payload: bytes, preload: Sequence[str] = ()) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task_payload)
         self.sys_path = json.dumps([os.path.abspath(p) if p else p for p in sys.path])
+        self.preload = json.dumps(list(preload))
+        self.spares: dict[EnvKey, list[Spare]] = {}
+        self._made = 0  # spares made so far: names their logs
+        self._deaths: dict[EnvKey, int] = {}  # spares that died waiting, per environment
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
@@ -107,15 +129,79 @@ class LocalBackend:
                 }
             )
         )
-        proc = self._spawn(env, spec.stderr_path)
+        message = f"{job_file}\n".encode()
+        spare = self._take_spare(env)
+        if spare is not None:
+            try:
+                return self._hand_over(spare.proc, message, spec, result)
+            except OSError:  # it died between the check and the hand-over: a cold one instead
+                self._kill(spare)
+        proc = self._spawn(env, spec.stderr_path, preload="[]")
+        return self._hand_over(proc, message, spec, result)
+
+    def _hand_over(
+        self, proc: subprocess.Popen[bytes], message: bytes, spec: JobSpec, result: Path
+    ) -> LocalHandle:
         assert proc.stdin is not None
-        proc.stdin.write(f"{job_file}\n".encode())
+        proc.stdin.write(message)
         proc.stdin.close()
         return LocalHandle(proc, spec, result)
 
-    def _spawn(self, env: Mapping[str, str], early_log: str) -> subprocess.Popen[bytes]:
+    def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+        """Keep `count` waiting spares for each environment in `wanted`, none for others:
+        dead spares are dropped (and so replaced), surplus ones killed, missing ones made."""
+        for key in list(self.spares):
+            alive = [s for s in self.spares[key] if self._alive(s, key)]
+            count = wanted[key][1] if key in wanted else 0
+            for spare in alive[count:]:
+                self._kill(spare)
+            self.spares[key] = alive[:count]
+        for key, (env, count) in wanted.items():
+            have = self.spares.setdefault(key, [])
+            if self._deaths.get(key, 0) >= MAX_SPARE_DEATHS:
+                continue  # they die at start: that slot's jobs start cold, and meet the error
+            while len(have) < count:
+                self._made += 1
+                path = self.dir / f"spare-{self._made}.log"
+                have.append(Spare(self._spawn(env, str(path), self.preload), path))
+
+    def _take_spare(self, env: Mapping[str, str]) -> Spare | None:
+        key = env_key(env)
+        spares = self.spares.get(key, [])
+        while spares:
+            spare = spares.pop(0)
+            if self._alive(spare, key):
+                return spare
+        return None
+
+    def _alive(self, spare: Spare, key: EnvKey) -> bool:
+        code = spare.proc.poll()
+        if code is None:
+            return True
+        self._deaths[key] = self._deaths.get(key, 0) + 1
+        log.warning(
+            "hpsearch: a spare process (pid %d) died while waiting for a job (%s); "
+            "it is replaced, and no job was given to it: see %s",
+            spare.proc.pid,
+            f"exit status {code}" if code >= 0 else f"signal {-code}",
+            spare.log,
+        )
+        return False
+
+    def _kill(self, spare: Spare) -> None:
+        """A spare has no job to lose: killed at once, its whole group."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(spare.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            spare.proc.wait(timeout=KILL_WAIT_S)
+        if spare.proc.stdin is not None:
+            spare.proc.stdin.close()
+
+    def _spawn(
+        self, env: Mapping[str, str], early_log: str, preload: str
+    ) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-c", BOOT, self.sys_path, str(self.task_file), early_log],
+            [sys.executable, "-c", BOOT, self.sys_path, str(self.task_file), early_log, preload],
             env={**os.environ, **env},
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -128,6 +214,11 @@ class LocalBackend:
         end_trees([h for h in handles if isinstance(h, LocalHandle)], grace)
 
     def close(self) -> None:
+        """Kill the spares nobody used; remove the backend's files."""
+        for spares in self.spares.values():
+            for spare in spares:
+                self._kill(spare)
+        self.spares.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from ..plan._settings import WHOLE_GPU_FRACTION, LauncherSettings
 from ..plan._slots import SlotPool, device_label
 from ..record._progress import SweepState, make_progress
 from ..record._recorder import Recorder, status_of
-from ._backend import Backend, Ending, JobHandle, JobSpec, Outcome
+from ._backend import Backend, Ending, EnvKey, JobHandle, JobSpec, Outcome, env_key
 from ._failures import is_out_of_memory, retry_kind
 from ._signals import StopRequest, stop_on_signals
 
@@ -75,6 +76,7 @@ class Sweep:
         self.memory_total = memory_total
         self.cpu_count = cpu_count
         self.stop = StopRequest()
+        self._envs: dict[str, dict[str, str]] = {}  # each device's slot environment
         self._state = SweepState(total=len(jobs), slots=len(pool.devices) * pool.slots)
 
     def run(self) -> list[JobReturn]:
@@ -88,6 +90,8 @@ class Sweep:
             with stop_on_signals() as self.stop:
                 while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
                     self._start_ready()
+                    if self.settings.warm_start:
+                        self.backend.prepare(self._spares_wanted())
                     self._wait()
                     progress.update(self.state, event=False)
                 if self.stop.signum:
@@ -125,15 +129,7 @@ class Sweep:
         job = run.job
         run.device = device
         run.attempts += 1
-        env = job_env(
-            device,
-            self.settings,
-            1 if run.whole else self.pool.slots,
-            os.getpid(),
-            self.memory_total.get(device),
-            self.cpu_count,
-            fraction=WHOLE_GPU_FRACTION if run.whole else None,
-        )
+        env = self._env(device, whole=run.whole)
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = (
             None if self.settings.timeout is None else run.started + self.settings.timeout
@@ -157,6 +153,37 @@ class Sweep:
         alone = "alone, " if run.whole else ""
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
+
+    def _env(self, device: str, whole: bool = False) -> dict[str, str]:
+        """A job's environment on `device`: its slot's, or the whole GPU's for a job alone."""
+        if not whole and device in self._envs:
+            return self._envs[device]
+        env = job_env(
+            device,
+            self.settings,
+            1 if whole else self.pool.slots,
+            os.getpid(),
+            self.memory_total.get(device),
+            self.cpu_count,
+            fraction=WHOLE_GPU_FRACTION if whole else None,
+        )
+        if not whole:
+            self._envs[device] = env
+        return env
+
+    def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
+        """Warm start: one spare per busy slot, for as many queued jobs as there are, in the
+        order the round-robin will hand them out. Free slots need none (the queue would have
+        filled them); a device draining for a job alone gets none until it is done."""
+        wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
+        left = len(self.queue)
+        for device in self.pool.in_turn():
+            count = 0 if device in self.pool.reserved else min(self.pool.busy[device], left)
+            if count:
+                env = self._env(device)
+                wanted[env_key(env)] = (env, count)
+                left -= count
+        return wanted
 
     @staticmethod
     def _claim_dir(job: Job) -> Path:

@@ -37,6 +37,8 @@ class LauncherSettings:
     resume: bool = True
     max_oom_retries: int = 1
     max_retries: int = 0
+    warm_start: bool = True
+    preload: tuple[str, ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -159,7 +161,27 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         resume=_flag("resume", params["resume"]),
         max_oom_retries=_count("max_oom_retries", params["max_oom_retries"]),
         max_retries=_count("max_retries", params["max_retries"]),
+        warm_start=_flag("warm_start", params["warm_start"]),
+        preload=parse_preload(params["preload"]),
     )
+
+
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def parse_preload(value: Any) -> tuple[str, ...]:
+    """hydra.launcher.preload: module names, each checked to exist (without importing it)."""
+    import importlib.util
+
+    names = [value] if isinstance(value, str) else list(value or [])
+    for name in names:
+        if not isinstance(name, str) or not _MODULE.match(name):
+            raise _fail("preload", value, f"{name!r} is not a module name", "preload=[torch]")
+        if importlib.util.find_spec(name.split(".")[0]) is None:
+            raise _fail(
+                "preload", value, f"no module named {name.split('.')[0]!r} here", "preload=[]"
+            )
+    return tuple(names)
 
 
 def _flag(key: str, value: Any) -> bool:

@@ -77,6 +77,11 @@ class SlotPool:
     def _open(self, device: str) -> bool:
         return device not in self.reserved and self.busy[device] < self.slots
 
+    def in_turn(self) -> list[str]:
+        """The devices in the order the round-robin will next offer them."""
+        n = len(self.devices)
+        return [self.devices[(self._next + step) % n] for step in range(n)]
+
     def acquire(self) -> str:
         """Take a slot on the next device in round-robin order that has one free."""
         for step in range(len(self.devices)):

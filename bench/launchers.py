@@ -1,0 +1,294 @@
+"""hpsearch beside the launchers people use, side by side in one run, as ratios.
+
+    python bench/launchers.py                 # every workload below (about 15 minutes here)
+    python bench/launchers.py --only tf8 sleep16 --repeats 2
+
+Workloads (2 slots each; a "slot" is what a GPU box would give one job):
+  tf8, tf3     8 jobs that import TensorFlow, build a model and hold the "GPU" 8 s / 3 s
+  tf8x32       the same with 32 jobs holding 8 s
+  sleep16      16 jobs that sleep 1 s
+  trivial64    64 jobs that return at once
+  digits4      the README's 4-job digits sweep on CPU (python -m hpsearch)
+  scale        100, 300 and 1,000 trivial jobs under hpsearch: time until the first job
+               starts (from launch() being called), the sweep process's peak RSS and its
+               own CPU time per job
+
+Contenders: hpsearch warm (default), hpsearch cold (warm_start=false), Hydra's basic launcher
+(one job at a time, in the sweep process), hydra-joblib-launcher (reuses worker processes),
+hydra-submitit-launcher's local executor (a fresh process per job; it has no slot limit, so
+it runs every job at once), and task-spooler (`tsp -S 2`, one `python app.py` per job). One
+that is not installed is reported as skipped.
+
+The ideal of a workload is one cold start (the first job cannot hide it: measured here as one
+job run alone) plus jobs x hold / slots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+APP = REPO / "bench" / "apps" / "workload.py"
+DRIVER = REPO / "bench" / "apps" / "timed_launch.py"
+SLOTS = 2
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    jobs: int
+    mode: str  # trivial, sleep, tf
+    hold: float
+
+
+WORKLOADS = {
+    "tf8": Workload("tf8", 8, "tf", 8.0),
+    "tf3": Workload("tf3", 8, "tf", 3.0),
+    "tf8x32": Workload("tf8x32", 32, "tf", 8.0),
+    "sleep16": Workload("sleep16", 16, "sleep", 1.0),
+    "trivial64": Workload("trivial64", 64, "trivial", 0.0),
+}
+
+
+def hydra_args(w: Workload, marks: Path, out: Path) -> list[str]:
+    return [
+        "--multirun",
+        f"x=range(0,{w.jobs})",
+        f"mode={w.mode}",
+        f"hold={w.hold}",
+        f"marks={marks}",
+        f"hydra.sweep.dir={out}",
+    ]
+
+
+def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]] | None]:
+    """Each contender: the commands that run the workload (None when not installed)."""
+    py = sys.executable
+    preload = "[tensorflow]" if w.mode == "tf" else "[]"
+    ours = [
+        "hydra/launcher=hpsearch",
+        "hydra.launcher.gpus=[]",
+        f"hydra.launcher.n_jobs={SLOTS}",
+        f"hydra.launcher.preload={preload}",
+    ]
+
+    def command(*launcher: str) -> Callable[[Path, Path], list[list[str]]]:
+        return lambda marks, out: [[py, str(APP), *hydra_args(w, marks, out), *launcher]]
+
+    def spooler(marks: Path, out: Path) -> list[list[str]]:
+        return [
+            [
+                py,
+                str(APP),
+                f"x={i}",
+                f"mode={w.mode}",
+                f"hold={w.hold}",
+                f"marks={marks}",
+                f"hydra.run.dir={out}/{i}",
+            ]
+            for i in range(w.jobs)
+        ]
+
+    return {
+        "hpsearch warm": command(*ours),
+        "hpsearch cold": command(*ours, "hydra.launcher.warm_start=false"),
+        "joblib": command("hydra/launcher=joblib", f"hydra.launcher.n_jobs={SLOTS}"),
+        "basic": command("hydra/launcher=basic") if w.jobs * w.hold <= 64 else None,
+        "submitit local": command("hydra/launcher=submitit_local", "hydra.launcher.timeout_min=60")
+        if _installed("hydra_plugins.hydra_submitit_launcher")
+        else None,
+        "task-spooler": spooler if shutil.which("tsp") else None,
+    }
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def run_contender(name: str, commands: list[list[str]], marks: Path) -> float:
+    """Wall seconds until every job of the workload has ended."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
+    started = time.monotonic()
+    if name == "task-spooler":
+        env["TS_SOCKET"] = str(marks / "tsp.socket")
+        env["TS_MAXFINISHED"] = "10000"
+        subprocess.run(["tsp", "-S", str(SLOTS)], env=env, check=True, capture_output=True)
+        ids = [
+            subprocess.run(
+                ["tsp", *c], env=env, check=True, capture_output=True, text=True
+            ).stdout.strip()
+            for c in commands
+        ]
+        for job_id in ids:
+            subprocess.run(["tsp", "-w", job_id], env=env, capture_output=True)
+        seconds = time.monotonic() - started
+        subprocess.run(["tsp", "-K"], env=env, capture_output=True)
+        return seconds
+    for command in commands:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=marks)
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return time.monotonic() - started
+
+
+def cold_start(w: Workload, work: Path) -> float:
+    """One job run alone, with no hold: what the first job of any sweep pays."""
+    marks = work / "cold"
+    marks.mkdir()
+    started = time.monotonic()
+    subprocess.run(
+        [
+            sys.executable,
+            str(APP),
+            f"mode={w.mode}",
+            "hold=0",
+            f"marks={marks}",
+            f"hydra.run.dir={marks}/run",
+        ],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    return time.monotonic() - started
+
+
+def bench_workload(w: Workload, repeats: int, work: Path) -> None:
+    cold = cold_start(w, work)
+    ideal = cold + w.jobs * w.hold / SLOTS
+    print(f"\n## {w.name}: {w.jobs} jobs, mode={w.mode}, hold {w.hold:g} s, {SLOTS} slots")
+    print(f"cold start {cold:.1f} s; ideal {ideal:.1f} s = cold + {w.jobs} x {w.hold:g} / {SLOTS}")
+    print(f"| contender | best of {repeats} (s) | x ideal | distinct pids |")
+    print("|---|---|---|---|")
+    results: dict[str, float] = {}
+    for name, make in contenders(w).items():
+        if make is None:
+            print(f"| {name} | skipped (not installed, or too long to run one at a time) | | |")
+            continue
+        best, pids = float("inf"), 0
+        for r in range(repeats):  # contenders alternate within a repeat: same noise for all
+            marks = Path(tempfile.mkdtemp(dir=work, prefix=f"{w.name}-"))
+            seconds = run_contender(name, make(marks, marks / "out"), marks)
+            records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
+            assert len(records) == w.jobs, f"{name}: {len(records)} of {w.jobs} jobs recorded"
+            best, pids = min(best, seconds), len({r["pid"] for r in records})
+            del r
+        results[name] = best
+        print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {pids} |")
+    if "hpsearch warm" in results and "joblib" in results:
+        ratio = results["hpsearch warm"] / results["joblib"]
+        print(f"hpsearch warm / joblib = {ratio:.2f}")
+
+
+def bench_digits(repeats: int, work: Path) -> None:
+    print("\n## digits4: python -m hpsearch --multirun lr=1e-3,1e-2 batch=32,128 device=cpu")
+    print(f"| contender | best of {repeats} (s) |")
+    print("|---|---|")
+    for name, extra in (
+        ("hpsearch warm", []),
+        ("hpsearch cold", ["hydra.launcher.warm_start=false"]),
+    ):
+        best = float("inf")
+        for _ in range(repeats):
+            out = Path(tempfile.mkdtemp(dir=work, prefix="digits-"))
+            command = [
+                sys.executable,
+                "-m",
+                "hpsearch",
+                "--multirun",
+                "lr=1e-3,1e-2",
+                "batch=32,128",
+                "device=cpu",
+                f"hydra.sweep.dir={out}",
+                *extra,
+            ]
+            started = time.monotonic()
+            subprocess.run(command, check=True, capture_output=True, cwd=work)
+            best = min(best, time.monotonic() - started)
+        print(f"| {name} | {best:.1f} |")
+
+
+def bench_scale(work: Path) -> None:
+    print("\n## scale: trivial jobs under hpsearch warm, 2 slots")
+    print(
+        "| jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
+        "| sweep CPU per job (ms) | wall (s) |"
+    )
+    print("|---|---|---|---|---|")
+    for jobs in (100, 300, 1000):
+        marks = Path(tempfile.mkdtemp(dir=work, prefix=f"scale{jobs}-"))
+        w = Workload(f"scale{jobs}", jobs, "trivial", 0.0)
+        command = [
+            sys.executable,
+            str(DRIVER),
+            str(APP),
+            *hydra_args(w, marks, marks / "out"),
+            "hydra/launcher=hpsearch",
+            "hydra.launcher.gpus=[]",
+            f"hydra.launcher.n_jobs={SLOTS}",
+        ]
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=marks
+        )
+        watched = psutil.Process(proc.pid)
+        peak, cpu = 0, 0.0
+        while proc.poll() is None:
+            try:
+                peak = max(peak, watched.memory_info().rss)
+                times = watched.cpu_times()
+                cpu = times.user + times.system
+            except psutil.Error:
+                break
+            time.sleep(0.05)
+        out = proc.stdout.read() if proc.stdout else ""
+        wall = time.monotonic() - started
+        launch_at, sweep_cpu_before = _printed(out, "LAUNCH_AT"), _printed(out, "CPU_AT_LAUNCH")
+        records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
+        first = min(r["start"] for r in records) - launch_at
+        per_job = (cpu - sweep_cpu_before) / jobs * 1000
+        print(f"| {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} |")
+
+
+def _printed(out: str, tag: str) -> float:
+    """The number timed_launch.py printed after `tag`."""
+    return float(next(line.split()[1] for line in out.splitlines() if line.startswith(tag)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", nargs="*", default=None, help="workloads to run")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    chosen = args.only or [*WORKLOADS, "digits4", "scale"]
+    version = sys.version.split()[0]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, Python {version}")
+    with tempfile.TemporaryDirectory(prefix="hpsearch-bench-") as tmp:
+        work = Path(tmp)
+        for name in chosen:
+            if name in WORKLOADS:
+                bench_workload(WORKLOADS[name], args.repeats, work)
+            elif name == "digits4":
+                bench_digits(args.repeats, work)
+            elif name == "scale":
+                bench_scale(work)
+
+
+if __name__ == "__main__":
+    main()

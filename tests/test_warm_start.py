@@ -1,0 +1,99 @@
+"""Warm start: every job still gets a fresh process of its own, with its slot's environment,
+but the process was made ahead and has its imports done when the job arrives."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from conftest import Runner, processes_tagged, read_records, roles
+
+pytestmark = pytest.mark.slow
+
+PRELOAD = "hydra.launcher.preload=[preload_marker]"
+
+
+def test_a_warm_sweep_gives_each_job_a_fresh_preloaded_process(runner: Runner, marks: Path) -> None:
+    args = runner.probe_sweep(
+        marks,
+        f"x={','.join(map(str, range(12)))}",
+        "sleep=1.5",
+        "hydra.launcher.gpus=[0,1]",
+        "hydra.launcher.jobs_per_gpu=2",
+        PRELOAD,
+    )
+    result = runner.run(args)
+    assert result.returncode == 0, result.stdout
+    records = read_records(marks)
+    assert len({r["pid"] for r in records}) == 12  # one process per job, never reused
+    for r in records:  # each job's environment is its slot's
+        assert (r["cuda"], r["fraction"], r["jax_fraction"]) in {
+            ("0", "0.45", "0.45"),
+            ("1", "0.45", "0.45"),
+        }
+    first, later = records[:4], records[4:]
+    assert all(r["preloaded_at"] is None for r in first)  # the first round starts cold
+    warm = [r for r in later if r["preloaded_at"] is not None]
+    assert len(warm) >= 6, f"only {len(warm)} of 8 later jobs found a spare ready"
+    assert all(r["preloaded_at"] < r["start"] for r in warm)  # imported before the job began
+    # The spares belong to their slot's GPU: 2 jobs per GPU at once, never more.
+    for gpu in ("0", "1"):
+        spans = [(r["start"], r["end"]) for r in records if r["cuda"] == gpu]
+        for start, _ in spans:
+            assert sum(s <= start < e for s, e in spans) <= 2
+
+
+def test_warm_start_off_starts_every_process_cold(runner: Runner, marks: Path) -> None:
+    args = runner.probe_sweep(
+        marks,
+        "x=0,1,2,3,4,5",
+        "sleep=1",
+        "hydra.launcher.n_jobs=2",
+        PRELOAD,
+        "hydra.launcher.warm_start=false",
+    )
+    result = runner.run(args)
+    assert result.returncode == 0, result.stdout
+    records = read_records(marks)
+    assert len(records) == 6 and all(r["preloaded_at"] is None for r in records)
+
+
+def spares(tag: str) -> list[psutil.Process]:
+    found = []
+    for proc in processes_tagged(tag):
+        try:
+            if "/spare-" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_spare_killed_while_waiting_is_replaced(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    (marks / "hold").touch()
+    args = runner.probe_sweep(marks, "x=0,1,2", "hydra.launcher.n_jobs=1", PRELOAD)
+    sweep = runner.popen(args)
+    deadline = time.monotonic() + 30
+    while not (waiting := spares(runner.tag)):
+        assert time.monotonic() < deadline, "no spare was made while job 0 ran"
+        time.sleep(0.1)
+    assert len(waiting) == 1  # one slot busy: one spare
+    killed = waiting[0].pid
+    waiting[0].send_signal(signal.SIGKILL)
+    while [p.pid for p in spares(runner.tag)] in ([], [killed]):
+        assert time.monotonic() < deadline, "the dead spare was not replaced"
+        time.sleep(0.1)
+    (marks / "hold").unlink()
+    out, _ = sweep.communicate(timeout=60)
+    assert sweep.returncode == 0, out
+    assert f"a spare process (pid {killed}) died while waiting for a job" in out
+    records = read_records(marks)
+    assert len(records) == 3 and killed not in {r["pid"] for r in records}
+    assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
+    assert roles(processes_tagged(runner.tag))["spare"] == 0  # none outlives the sweep
