@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from ._compose import Composer
 from ._naming import HYDRA_DEFAULT_SUBDIR, run_dir_name, split_override, varying_keys
 
 
@@ -59,12 +60,11 @@ def compose_jobs(
     keys = varying_keys(job_overrides, swept_keys(config))
     name_runs = subdir_is_default(config)
     unused = {h: list(rows) for h, rows in finished.items()}
+    composer = Composer(launcher.hydra_context.config_loader, config)
     jobs = []
     for index, overrides in enumerate(job_overrides):
         num = first_num + index
-        sweep_config = launcher.hydra_context.config_loader.load_sweep_config(
-            config, list(overrides)
-        )
+        sweep_config = composer.compose(overrides)
         with open_dict(sweep_config):
             sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
             sweep_config.hydra.job.num = num
@@ -120,14 +120,24 @@ def task_config(sweep_config: DictConfig) -> DictConfig:
 
 
 def config_hash(sweep_config: DictConfig) -> str:
-    """A job's identity across runs of a sweep: the hash of its resolved task config."""
-    cfg = task_config(sweep_config)
+    """A job's identity across runs of a sweep: the hash of its resolved task config (every
+    top-level key but `hydra`), read in place rather than copied: this runs for every job."""
+    keys = [str(k) for k in sweep_config if k != "hydra"]
     try:
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data = {k: _value(sweep_config, k, resolve=True) for k in keys}
     except Exception:  # an interpolation only the job can resolve: hash what is written
-        data = OmegaConf.to_container(cfg, resolve=False)
+        data = {k: _value(sweep_config, k, resolve=False) for k in keys}
     text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _value(cfg: DictConfig, key: str, resolve: bool) -> Any:
+    node = cfg._get_node(key)
+    if OmegaConf.is_config(node):
+        return OmegaConf.to_container(node, resolve=resolve)  # type: ignore[arg-type]
+    if OmegaConf.is_missing(cfg, key):
+        return "???"
+    return cfg[key] if resolve else node._value()  # type: ignore[union-attr]
 
 
 def swept_params(overrides: Sequence[str], keys: set[str]) -> dict[str, str]:

@@ -1,0 +1,88 @@
+"""Each job's config, composed as Hydra's `load_sweep_config` would, at a tenth of its cost.
+
+Hydra composes every job from scratch: its defaults tree, every YAML merge (~50 ms a job
+here; a 1,000-job sweep would wait almost a minute before its first job). But a job's
+defaults tree depends only on its *config group* overrides (`model=cnn`); its other
+overrides (`lr=0.01`) are applied afterwards to the composed config. So each distinct set of
+group overrides is composed once, by Hydra, as a template; a job is a copy of its template
+with its value overrides applied the way Hydra applies them, and its own `hydra.overrides.task`
+and `hydra.job.override_dirname`. The first job of every template is also composed by Hydra
+itself and compared: on any difference (or any override this does not handle) the sweep goes
+back to Hydra's own path for every job.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger("hpsearch.launcher")
+
+
+class Composer:
+    def __init__(self, config_loader: Any, master: DictConfig) -> None:
+        self.loader = config_loader
+        self.master = master
+        self.parser = OverridesParser.create()
+        self.templates: dict[tuple[str, ...], DictConfig] = {}
+        self.fast = True
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        """The job's sweep config (its hydra node included), before hydra.job.num is set."""
+        if self.fast:
+            try:
+                return self._from_template(list(overrides))
+            except Exception as err:  # anything unforeseen: Hydra's own path, from now on
+                self._give_up(f"{type(err).__name__}: {err}")
+        return self.loader.load_sweep_config(self.master, list(overrides))
+
+    def _from_template(self, overrides: list[str]) -> DictConfig:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+
+        parsed = self.parser.parse_overrides(overrides)
+        if any(o.is_sweep_override() or o.is_hydra_override() for o in parsed):
+            raise ValueError("a sweep or hydra override: Hydra's own checks must see it")
+        repo = self.loader.repository
+        is_group = [repo.group_exists(o.key_or_group) for o in parsed]
+        key = tuple(str(o.input_line) for o, group in zip(parsed, is_group, strict=True) if group)
+        first = key not in self.templates
+        if first:
+            self.templates[key] = self.loader.load_sweep_config(self.master, list(key))
+        cfg = copy.deepcopy(self.templates[key])
+        values = [o for o, group in zip(parsed, is_group, strict=True) if not group]
+        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        dirname = cfg.hydra.job.config.override_dirname
+        with open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = list(overrides)
+            cfg.hydra.job.override_dirname = get_overrides_dirname(
+                overrides=parsed,
+                kv_sep=dirname.kv_sep,
+                item_sep=dirname.item_sep,
+                exclude_keys=dirname.exclude_keys,
+            )
+        OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
+        if first:
+            self._check(cfg, overrides)
+        return cfg
+
+    def _check(self, cfg: DictConfig, overrides: list[str]) -> None:
+        """The template's first job, against Hydra's own composition of it."""
+        theirs = self.loader.load_sweep_config(self.master, overrides)
+        if _plain(theirs) != _plain(cfg):
+            raise ValueError(f"composed differently from Hydra for {overrides}")
+
+    def _give_up(self, why: str) -> None:
+        self.fast = False
+        log.debug("hpsearch: composing each job with Hydra's load_sweep_config (%s)", why)
+
+
+def _plain(cfg: DictConfig) -> Any:
+    data = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(data, dict)
+    data["hydra"]["runtime"].pop("cwd", None)
+    return data

@@ -1,0 +1,82 @@
+"""Job configs composed from a template per set of group overrides are exactly Hydra's own."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+from hydra._internal.hydra import Hydra
+from hydra._internal.utils import create_config_search_path
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from hpsearch.app import CONFIG_DIR
+from hydra_plugins.hpsearch_launcher.plan import _compose
+from hydra_plugins.hpsearch_launcher.plan._compose import Composer, _plain
+
+
+@pytest.fixture
+def hydra(hydra_restore_singletons: None) -> Iterator[Hydra]:
+    GlobalHydra.instance().clear()
+    yield Hydra.create_main_hydra2(
+        task_name="hpsearch", config_search_path=create_config_search_path(CONFIG_DIR)
+    )
+    GlobalHydra.instance().clear()
+
+
+def composer_for(hydra: Hydra) -> Composer:
+    master = hydra.compose_config(
+        "config", overrides=["epochs=3", "hydra.launcher.n_jobs=2"], run_mode=RunMode.MULTIRUN
+    )
+    return Composer(hydra.config_loader, master)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["lr=0.01", "batch=32"],
+        ["model=cnn", "lr=0.01"],
+        ["model=cnn", "model.filters=[8,16]"],
+        ["optimizer=sgd", "optimizer.momentum=0.5", "lr=0.2"],
+        ["device=cpu", "lr=0.3"],  # a `# @package _global_` group, setting hydra.launcher.gpus
+        ["+extra=1", "lr=0.1"],
+        ["++lr=0.5"],
+        ["~save_model"],
+        ["tf_log_level=${seed}"],
+        ["+tag='a b, c'"],
+        ["data=synthetic", "data.shape=[4,4]", "model=mlp"],
+    ],
+)
+def test_composed_like_hydra(hydra: Hydra, overrides: list[str]) -> None:
+    composer = composer_for(hydra)
+    for _ in range(2):  # the first is checked against Hydra, the second comes from the template
+        ours = composer.compose(overrides)
+        theirs = hydra.config_loader.load_sweep_config(composer.master, overrides)
+        assert _plain(ours) == _plain(theirs)
+        assert OmegaConf.to_container(ours.hydra.overrides.task) == overrides
+    assert composer.fast, "the template path was abandoned"
+
+
+def test_one_template_per_set_of_group_overrides(hydra: Hydra) -> None:
+    composer = composer_for(hydra)
+    for lr in (0.1, 0.2, 0.3):
+        for model in ("mlp", "cnn"):
+            composer.compose([f"lr={lr}", f"model={model}", "batch=16"])
+    assert sorted(composer.templates) == [("model=cnn",), ("model=mlp",)]
+    assert composer.fast
+
+
+def test_any_difference_from_hydra_falls_back_to_hydra(
+    hydra: Hydra, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template copy that comes out wrong (here: seed changed) is caught on the template's
+    first job, and every job is then composed by Hydra itself."""
+    wrong = SimpleNamespace(deepcopy=lambda cfg: OmegaConf.merge(copy.deepcopy(cfg), {"seed": 9}))
+    monkeypatch.setattr(_compose, "copy", wrong)
+    composer = composer_for(hydra)
+    cfg = composer.compose(["lr=0.7"])
+    assert not composer.fast
+    assert (cfg.lr, cfg.seed) == (0.7, 0)
