@@ -3,6 +3,7 @@ interrupting or killing the sweep ends every job's process tree."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -60,7 +61,10 @@ def test_a_failing_job_is_isolated(
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
     row = rows.loc[rows["mode"] == mode].iloc[0]
     assert (row["status"], row["attempts"]) == (status, attempts)
-    assert reason in row["error"]
+    if reason:
+        assert reason in row["error"]
+    else:  # it completed: no error at all
+        assert row["error"] == ""
     assert list(rows.loc[rows["mode"] != mode, "status"]) == ["completed", "completed"]
     run_dir = tmp_path / "sweep" / f"mode={mode},x=2"
     if mode == "raise":  # the traceback is kept in the job's own log
@@ -70,6 +74,20 @@ def test_a_failing_job_is_isolated(
         assert (run_dir / "stdout.log").stat().st_size >= 20_000 * 1024
     if mode == "hang":
         assert time.monotonic() - started < 30
+
+
+def test_an_out_of_memory_line_only_in_stderr_retries_alone(
+    launch, marks: Path, tmp_path: Path
+) -> None:
+    """The job's exit status says nothing; CUDA's line at the end of its stderr.log does."""
+    jobs = [["x=0", "sleep=1"], ["x=1", "mode=stderr_oom_once"], ["x=2", "sleep=1"]]
+    returns = launch(jobs, "hydra.launcher.gpus=[0,1]", "hydra.launcher.jobs_per_gpu=2")
+    assert [r.return_value for r in returns] == [0.0, 1.0, 2.0]
+    retry = {r["x"]: r for r in read_records(marks)}[1]
+    assert (retry["cuda"], retry["fraction"]) == ("1", "0.95")  # alone, the whole GPU
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x").loc[1]
+    assert (row["status"], row["attempts"]) == ("completed", 2)
+    assert "out of memory: exited with status 1: CUDA error: out of memory" in row["error"]
 
 
 def test_out_of_memory_job_is_retried_alone_on_its_gpu(launch, marks: Path, tmp_path: Path) -> None:
@@ -90,7 +108,9 @@ def test_out_of_memory_job_is_retried_alone_on_its_gpu(launch, marks: Path, tmp_
         assert other["end"] <= retry["start"] or other["start"] >= retry["end"]
     row = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x").loc[1]
     assert (row["status"], row["attempts"]) == ("completed", 2)
-    assert row["error"].startswith("attempt 1: out of memory: RuntimeError: CUDA out of memory")
+    assert re.match(
+        r"attempt 1 \(\d+\.\ds\): out of memory: RuntimeError: CUDA out of", row["error"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -85,9 +86,13 @@ def test_long_names_are_cut_with_a_hash() -> None:
     b = run_dir_name(["k=" + "x" * 400 + "b"], {"k"}, 0)
     assert a != b
     assert len(a.encode()) <= MAX_COMPONENT_BYTES - 12
-    long_unicode = run_dir_name(["k=" + "é" * 300], {"k"}, 0)
+    full = "k=" + "é" * 300
+    long_unicode = run_dir_name([full], {"k"}, 0)
     assert len(long_unicode.encode()) <= MAX_COMPONENT_BYTES - 12
-    long_unicode.encode().decode()  # not cut inside a character
+    # Cut on a character boundary (é is 2 bytes), then "~" and a hash of the whole name.
+    head, _, digest = long_unicode.rpartition("~")
+    assert full.startswith(head) and len(head) > 100 and "\ufffd" not in head
+    assert digest == hashlib.sha256(full.encode()).hexdigest()[:12]
 
 
 @pytest.mark.parametrize(

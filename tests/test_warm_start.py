@@ -97,3 +97,17 @@ def test_a_spare_killed_while_waiting_is_replaced(
     assert len(records) == 3 and killed not in {r["pid"] for r in records}
     assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
     assert roles(processes_tagged(runner.tag))["spare"] == 0  # none outlives the sweep
+
+
+def test_a_job_ends_without_interpreter_teardown_yet_keeps_its_files(
+    runner: Runner, marks: Path
+) -> None:
+    """The process skips Python's slow teardown, but atexit handlers run and a file the task
+    never closed still gets its data."""
+    result = runner.run(runner.probe_sweep(marks, "x=0,1", "mode=unclosed"))
+    assert result.returncode == 0, result.stdout
+    for record in read_records(marks):
+        pid = record["pid"]
+        text = (marks / f"unclosed-{pid}.txt").read_text()
+        assert text == "written, never flushed or closed\n"
+        assert (marks / f"atexit-{pid}").exists()

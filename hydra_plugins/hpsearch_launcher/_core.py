@@ -71,7 +71,10 @@ def launch(
     task = cloudpickle.dumps(
         (launcher.hydra_context, launcher.task_function, Singleton.get_state())
     )
-    backend = LocalBackend(task, settings.preload if settings.warm_start else ())
+    cores = cpu_count()
+    backend = LocalBackend(
+        task, settings.preload if settings.warm_start else (), max_preparing=max(1, cores // 2)
+    )
     try:
         sweep = Sweep(
             jobs,
@@ -80,7 +83,7 @@ def launch(
             backend,
             recorder,
             {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
-            cpu_count(),
+            cores,
         )
         returns = sweep.run()
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import os
@@ -20,6 +21,7 @@ def probe(cfg: DictConfig) -> float:
     num = HydraConfig.get().job.num
     marks = Path(cfg.marks)
     started = time.time()
+    sleepers = _hang_grandchildren()  # of earlier jobs: their trees must be gone by now
     (marks / f"start-{num}").touch()
     with open(marks / "starts.log", "a") as f:
         f.write(f"{cfg.x}\n")
@@ -34,7 +36,7 @@ def probe(cfg: DictConfig) -> float:
     failing = cfg.x == cfg.fail_x or (cfg.fail_mod and cfg.x % cfg.fail_mod == 0)
     first_attempt = not (marks / f"attempted-{cfg.x}").exists()
     (marks / f"attempted-{cfg.x}").touch()
-    _fail("raise" if failing else cfg.mode, first_attempt)
+    _fail("hang" if cfg.x == cfg.hang_x else "raise" if failing else cfg.mode, first_attempt, marks)
     record = {
         "num": num,
         "x": cfg.x,
@@ -49,6 +51,7 @@ def probe(cfg: DictConfig) -> float:
         "preloaded_at": getattr(sys.modules.get("preload_marker"), "IMPORTED_AT", None),
         "output_dir": HydraConfig.get().runtime.output_dir,
         "start": started,
+        "sleepers_at_start": sleepers,
         "end": time.time(),
     }
     with open(marks / "records.jsonl", "a") as f:  # one write per line: no torn lines
@@ -59,7 +62,7 @@ def probe(cfg: DictConfig) -> float:
     return float(cfg.x)
 
 
-def _fail(mode: str, first_attempt: bool) -> None:
+def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
     if mode.endswith("_once"):  # fail on the first attempt only: a retry succeeds
         if not first_attempt:
             return
@@ -74,6 +77,14 @@ def _fail(mode: str, first_attempt: bool) -> None:
         ctypes.string_at(0)
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "unclosed":  # a file never closed, an atexit handler: both must still land
+        _KEPT.append(open(marks / f"unclosed-{os.getpid()}.txt", "w"))  # noqa: SIM115
+        _KEPT[-1].write("written, never flushed or closed\n")
+        atexit.register((marks / f"atexit-{os.getpid()}").touch)
+    if mode == "stderr_oom":  # only the job's stderr says why: the OOM retry must read it
+        print("CUDA error: out of memory (cudaErrorMemoryAllocation)", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
     if mode == "cuda_oom":  # PyTorch's wording
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB)")
     if mode == "tf_oom":  # TensorFlow's own exception, as a GPU job raises it
@@ -89,6 +100,25 @@ def _fail(mode: str, first_attempt: bool) -> None:
         # A grandchild too: the whole tree must go when the job is ended.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         time.sleep(600)
+
+
+_KEPT: list = []  # files the `unclosed` mode leaves open until the process ends
+
+
+def _hang_grandchildren() -> int:
+    """Processes of this sweep left by a `hang` job (their command says sleep(600))."""
+    import psutil
+
+    tag, count = os.environ.get("HPS_TEST_TAG"), 0
+    for proc in psutil.process_iter():
+        try:
+            if "time.sleep(600)" in " ".join(proc.cmdline()) and (
+                proc.environ().get("HPS_TEST_TAG") == tag
+            ):
+                count += proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue
+    return count
 
 
 main = hydra.main(version_base="1.3", config_path="conf", config_name="probe")(probe)

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -46,6 +47,22 @@ log = logging.getLogger("hpsearch.launcher")
 class Spare:
     proc: subprocess.Popen[bytes]
     log: Path  # what it printed while it prepared: goes first into its job's stderr.log
+    ready_fd: int  # the spare writes a byte here once its imports are done
+    is_ready: bool = False
+
+    def ready(self) -> bool:
+        """Whether its imports are done (it said so on its pipe); never blocks."""
+        if not self.is_ready and self.ready_fd >= 0:
+            readable, _, _ = select.select([self.ready_fd], [], [], 0)
+            if readable:
+                self.is_ready = os.read(self.ready_fd, 1) == b"r"  # b"": it died
+                self.close()
+        return self.is_ready
+
+    def close(self) -> None:
+        if self.ready_fd >= 0:
+            os.close(self.ready_fd)
+            self.ready_fd = -1
 
 
 class LocalHandle:
@@ -105,12 +122,21 @@ class LocalBackend:
     """A fresh process per job: `python -c BOOT`, its environment set at creation; with
     `prepare`, spares made ahead for the environments the next jobs will have."""
 
-    def __init__(self, task_payload: bytes, preload: Sequence[str] = ()) -> None:
+    def __init__(
+        self, task_payload: bytes, preload: Sequence[str] = (), max_preparing: int = 1
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task_payload)
-        self.sys_path = json.dumps([os.path.abspath(p) if p else p for p in sys.path])
+        # The sweep's own sys.path (a script's directory included), its relative paths made
+        # absolute; entries that are not paths (setuptools' editable-install hooks) kept as is.
+        self.sys_path = json.dumps(
+            [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
+        )
         self.preload = json.dumps(list(preload))
+        # Spares importing at once: more would slow the jobs that are still importing (the
+        # first round, on a box with few cores) more than it gains.
+        self.max_preparing = max_preparing
         self.spares: dict[EnvKey, list[Spare]] = {}
         self._made = 0  # spares made so far: names their logs
         self._deaths: dict[EnvKey, int] = {}  # spares that died waiting, per environment
@@ -132,6 +158,7 @@ class LocalBackend:
         message = f"{job_file}\n".encode()
         spare = self._take_spare(env)
         if spare is not None:
+            spare.close()
             try:
                 return self._hand_over(spare.proc, message, spec, result)
             except OSError:  # it died between the check and the hand-over: a cold one instead
@@ -156,14 +183,21 @@ class LocalBackend:
             for spare in alive[count:]:
                 self._kill(spare)
             self.spares[key] = alive[:count]
+        budget = self.max_preparing - sum(
+            not s.ready() for spares in self.spares.values() for s in spares
+        )
         for key, (env, count) in wanted.items():
             have = self.spares.setdefault(key, [])
             if self._deaths.get(key, 0) >= MAX_SPARE_DEATHS:
                 continue  # they die at start: that slot's jobs start cold, and meet the error
-            while len(have) < count:
+            while len(have) < count and budget > 0:
+                budget -= 1
                 self._made += 1
                 path = self.dir / f"spare-{self._made}.log"
-                have.append(Spare(self._spawn(env, str(path), self.preload), path))
+                read_end, write_end = os.pipe()
+                proc = self._spawn(env, str(path), self.preload, write_end)
+                os.close(write_end)
+                have.append(Spare(proc, path, read_end))
 
     def _take_spare(self, env: Mapping[str, str]) -> Spare | None:
         key = env_key(env)
@@ -190,6 +224,7 @@ class LocalBackend:
 
     def _kill(self, spare: Spare) -> None:
         """A spare has no job to lose: killed at once, its whole group."""
+        spare.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(spare.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -198,10 +233,12 @@ class LocalBackend:
             spare.proc.stdin.close()
 
     def _spawn(
-        self, env: Mapping[str, str], early_log: str, preload: str
+        self, env: Mapping[str, str], early_log: str, preload: str, ready_fd: int = -1
     ) -> subprocess.Popen[bytes]:
+        args = [self.sys_path, str(self.task_file), early_log, preload, str(ready_fd)]
         return subprocess.Popen(
-            [sys.executable, "-c", BOOT, self.sys_path, str(self.task_file), early_log, preload],
+            [sys.executable, "-c", BOOT, *args],
+            pass_fds=(ready_fd,) if ready_fd >= 0 else (),
             env={**os.environ, **env},
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,

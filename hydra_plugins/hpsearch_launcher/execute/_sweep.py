@@ -256,7 +256,8 @@ class Sweep:
         if kind is None:
             return False
         prefix = "out of memory: " if oom else ""
-        run.errors.append(f"attempt {run.attempts}: {prefix}{outcome.reason}")
+        seconds = time.monotonic() - run.started
+        run.errors.append(f"attempt {run.attempts} ({seconds:.1f}s): {prefix}{outcome.reason}")
         run.whole = kind == "oom"
         if run.whole:
             self.whole_queue.append(run)

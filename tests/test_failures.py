@@ -1,0 +1,78 @@
+"""The failure policy: what counts as out of memory, and what is retried. Pure tables."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from hydra_plugins.hpsearch_launcher.execute._backend import Ending, Outcome, last_error_line
+from hydra_plugins.hpsearch_launcher.execute._failures import is_out_of_memory, retry_kind
+from hydra_plugins.hpsearch_launcher.plan._settings import parse_settings
+
+OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000,700]"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "stderr", "oom"),
+    [
+        (Outcome(Ending.RAISED, detail="ResourceExhaustedError: OOM when allocating"), "", True),
+        (Outcome(Ending.RAISED, detail="RuntimeError: CUDA out of memory. Tried"), "", True),
+        (Outcome(Ending.RAISED, detail="ValueError: bad"), "", False),
+        (Outcome(Ending.EXITED, code=1), f"loading...\n{OOM_LINE}\n", True),  # stderr only
+        (Outcome(Ending.EXITED, code=1), "loading...\nall fine\n", False),
+        (Outcome(Ending.KILLED, code=signal.SIGKILL), "", True),  # the OOM killer
+        (Outcome(Ending.KILLED, code=signal.SIGSEGV), "", False),
+        (Outcome(Ending.TIMED_OUT, detail="timed out"), OOM_LINE, False),  # our own kill
+        (Outcome(Ending.INTERRUPTED, detail="SIGINT"), OOM_LINE, False),
+    ],
+)
+def test_out_of_memory(outcome: Outcome, stderr: str, oom: bool) -> None:
+    assert is_out_of_memory(outcome, stderr) is oom
+
+
+@pytest.mark.parametrize(
+    ("ending", "oom", "attempts", "oom_attempts", "settings", "kind"),
+    [
+        (Ending.RAISED, True, 1, 1, {}, "oom"),  # max_oom_retries defaults to 1
+        (Ending.RAISED, True, 2, 2, {}, None),
+        (Ending.RAISED, True, 3, 3, {"max_oom_retries": 2}, None),
+        (Ending.RAISED, False, 1, 0, {}, None),  # max_retries defaults to 0
+        (Ending.RAISED, False, 1, 0, {"max_retries": 1}, "plain"),
+        (Ending.TIMED_OUT, False, 1, 0, {"max_retries": 1}, "plain"),  # timeouts retry too
+        (Ending.TIMED_OUT, False, 2, 0, {"max_retries": 1}, None),
+        (Ending.KILLED, False, 2, 1, {"max_retries": 1}, "plain"),  # OOM attempts don't count
+        (Ending.INTERRUPTED, False, 1, 0, {"max_retries": 5}, None),  # resume reruns those
+        (Ending.RETURNED, False, 1, 0, {"max_retries": 5}, None),
+    ],
+)
+def test_retry_kind(
+    ending: Ending, oom: bool, attempts: int, oom_attempts: int, settings: dict, kind: str | None
+) -> None:
+    outcome = Outcome(ending)
+    assert retry_kind(outcome, oom, attempts, oom_attempts, parse_settings(settings)) == kind
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason"),
+    [
+        (
+            Outcome(Ending.EXITED, code=2, last_error="hpsearch: error: lr=-1: must be > 0"),
+            "exited with status 2: hpsearch: error: lr=-1: must be > 0",
+        ),
+        (Outcome(Ending.EXITED, code=3, detail="bye"), "exited with status 3: bye"),
+        (Outcome(Ending.KILLED, code=signal.SIGSEGV), "killed by SIGSEGV (segmentation fault)"),
+        (Outcome(Ending.KILLED, code=99), "killed by signal 99"),
+        (Outcome(Ending.RAISED, detail="ValueError: x"), "ValueError: x"),
+        (Outcome(Ending.RETURNED), ""),
+    ],
+)
+def test_reasons_are_derived_from_the_outcome(outcome: Outcome, reason: str) -> None:
+    assert outcome.reason == reason
+
+
+def test_the_last_error_line_is_the_jobs_own() -> None:
+    tail = "epoch 1/5\nTraceback (most recent call last):\n  File x\nKeyError: 'x_test'\nbye\n"
+    assert last_error_line(tail) == "KeyError: 'x_test'"
+    assert last_error_line("all good\n") == ""
+    assert len(last_error_line("Error " + "x" * 1000)) == 300
