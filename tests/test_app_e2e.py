@@ -77,11 +77,12 @@ def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) 
         (["batch=0"], 2, "hpsearch: error: batch=0: must be > 0 (e.g. batch=32)"),
         (["data=npz", "data.path=missing.npz"], 2, "data.path='missing.npz': no such file"),
         (["data=npz", "data.path=wrong.npz"], 2, "data.path='wrong.npz': missing keys y_test"),
-        (["--multirun", "lr=1e-3,-1"], 1, "job 1 (lr=-1): lr=-1: must be > 0"),
+        # A sweep says it the way a single run does: one line, exit status 2.
+        (["--multirun", "lr=1e-3,-1"], 2, "hpsearch: error: job 1 (lr=-1): lr=-1: must be > 0"),
         (
             ["--multirun", "lr=1,2", "hydra.launcher.memory_fraction=1.5"],
-            1,
-            "hydra.launcher.memory_fraction=1.5: must be a number in (0, 1] or null",
+            2,
+            "hpsearch: error: hydra.launcher.memory_fraction=1.5: must be a number in (0, 1]",
         ),
     ],
 )
@@ -98,7 +99,8 @@ def test_bad_input_is_one_line_before_training(
     assert result.returncode == code, result.stdout
     assert message in result.stdout
     assert "Traceback" not in result.stdout
-    assert "epoch 1/" not in result.stdout  # nothing trained
+    assert "HYDRA_FULL_ERROR" not in result.stdout  # no second format
+    assert "epoch 1/" not in result.stdout  # a single run trained nothing (its output is here)
     assert not (tmp_path / "sweep").exists() or not list(
         (tmp_path / "sweep").glob("*/metrics.json")
     )

@@ -6,9 +6,11 @@ Data flows one way: settings -> plan (devices, slots, jobs, names) -> processes 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from . import contract
 from .execute._local import LocalBackend
 from .execute._sweep import Sweep
-from .plan._jobs import compose_jobs
-from .plan._settings import LauncherSettings, cpu_count, parse_settings
+from .plan._jobs import JobConfigError, compose_jobs
+from .plan._settings import LauncherSettings, LauncherSettingsError, cpu_count, parse_settings
 from .plan._slots import CPU, SlotPool, slots_per_device, sweep_devices
-from .record._leaderboard import leaderboard, summary_options
+from .record._leaderboard import leaderboard, summary_options, unfinished
 from .record._recorder import Recorder
-from .record._table import FILENAME, ResultsTable
+from .record._table import FILENAME, ResultsFileError, ResultsTable
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -94,7 +96,29 @@ def launch(
         mode, columns = summary_options(config)
         rows = list(recorder.table.rows.values())
         log.info("\n%s", leaderboard(rows, recorder.table.params, mode, columns=columns))
+        failed = len(unfinished(rows))
+        log.error(
+            "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
+            "stderr.log); results in %s",
+            failed,
+            len(rows),
+            recorder.table.path,
+        )
     return returns
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """A bad setting, a job's bad config or an unreadable results.csv, found before any job
+    starts: `hpsearch: error: ...` on one line and exit status 2, as a single run of hpsearch
+    says it. HYDRA_FULL_ERROR=1 shows Hydra's own report, traceback included."""
+    try:
+        yield
+    except (LauncherSettingsError, JobConfigError, ResultsFileError) as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"hpsearch: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:

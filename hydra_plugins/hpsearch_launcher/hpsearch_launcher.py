@@ -84,4 +84,5 @@ class HpsearchLauncher(Launcher):
     ) -> Sequence[JobReturn]:
         from hydra_plugins.hpsearch_launcher import _core
 
-        return _core.launch(self, job_overrides, initial_job_idx)
+        with _core.one_line_errors():
+            return _core.launch(self, job_overrides, initial_job_idx)

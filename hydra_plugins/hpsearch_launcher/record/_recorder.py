@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from ..execute._backend import Ending, Outcome
 from ..plan._jobs import Job, task_config
+from ..plan._slots import device_label
 from ._rows import (
     Notices,
     final_metrics,
@@ -111,11 +112,22 @@ class Recorder:
         }
         self.table.supersede(job.config_hash, self.first_new_job, job.num)
         self.table.put(row, job.params)
-        if ret is not None:
+        if outcome.ok:
+            assert ret is not None
             return ret
-        message = f"job {job.num} ({job.label}) on {device}: {outcome.reason}; logs in {run_dir}"
+        # The sweeper raises what a failed JobReturn holds: one line naming the job, its
+        # reason and its logs (Hydra prints a compact error without a traceback); the task's
+        # own exception, if it raised one, is its cause, and its traceback is in stderr.log.
+        failure = JobFailed(
+            f"job {job.num} ({job.label}) on {device_label(device)}: {outcome.reason}; "
+            f"logs in {run_dir}"
+        )
+        if ret is not None:
+            failure.__cause__ = ret._return_value
+            ret._return_value = failure
+            return ret
         cwd = str(run_dir) if job.config.hydra.job.chdir else os.getcwd()
-        return make_return(job, JobStatus.FAILED, JobFailed(message), cwd)
+        return make_return(job, JobStatus.FAILED, failure, cwd)
 
 
 def make_return(job: Job, status: JobStatus, value: Any, working_dir: str) -> JobReturn:
