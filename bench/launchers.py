@@ -153,7 +153,7 @@ def run_contender(name: str, commands: list[list[str]], marks: Path) -> float:
 
 def cold_start(w: Workload, work: Path) -> float:
     """One job run alone, with no hold: what the first job of any sweep pays."""
-    marks = work / "cold"
+    marks = work / f"cold-{w.name}"
     marks.mkdir()
     started = time.monotonic()
     subprocess.run(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import Runner, read_records
@@ -46,9 +47,9 @@ def test_optuna_gets_each_trials_objective(runner: Runner, marks: Path, tmp_path
     ],
 )
 def test_optuna_sweep_with_failed_trials_exits_non_zero(
-    runner: Runner, marks: Path, max_failure_rate: float, message: str
+    runner: Runner, marks: Path, tmp_path: Path, max_failure_rate: float, message: str
 ) -> None:
-    # Even x fail; with this seed the first batch of 3 holds failures, and a later one a success.
+    # Even x fail.
     args = runner.probe_sweep(
         marks,
         "hydra/sweeper=optuna",
@@ -62,5 +63,42 @@ def test_optuna_sweep_with_failed_trials_exits_non_zero(
     result = runner.run(args)
     assert result.returncode == 1, result.stdout
     assert result.stdout.count("Leaderboard (max objective): ") == 1
-    assert "FAILED      job 0 x=28: ValueError: probe asked to raise" in result.stdout
     assert message in result.stdout
+    # Whatever the sampler chose: every trial that ran has its row, an even x failed with
+    # its reason (also in the leaderboard), an odd x completed with its value as objective.
+    frame = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
+    assert len(frame) == len(starts_of(marks)) >= 3
+    for _, row in frame.iterrows():
+        if row["x"] % 2 == 0:
+            assert (row["status"], row["error"]) == ("failed", "ValueError: probe asked to raise")
+            assert f"job {row['job']} x={row['x']}: ValueError: probe asked" in result.stdout
+        else:
+            assert (row["status"], float(row["objective"])) == ("completed", row["x"])
+
+
+def starts_of(marks: Path) -> list[str]:
+    return (marks / "starts.log").read_text().split()
+
+
+def test_a_study_in_sqlite_resumes_by_name(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    """The `optuna` extra's pins make Optuna's sqlite storage work: the same command again
+    continues the named study (3 more trials), and the launcher resumes nothing it should not."""
+    args = runner.probe_sweep(
+        marks,
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.n_jobs=3",
+        "hydra.sweeper.direction=maximize",
+        f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}",
+        "hydra.sweeper.study_name=probe",
+        "hydra.sweeper.sampler.seed=5",
+        "x=range(0,1000)",
+    )
+    for _ in range(2):
+        result = runner.run(args)
+        assert result.returncode == 0, result.stdout
+    import optuna
+
+    study = optuna.load_study(study_name="probe", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert len(study.trials) == 6
+    assert study.best_value == max(t.value for t in study.trials)

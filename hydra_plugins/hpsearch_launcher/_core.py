@@ -86,6 +86,7 @@ def launch(
             recorder,
             {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
             cores,
+            contract.nvml_memory if settings.wait_for_free_memory else None,
         )
         returns = sweep.run()
     finally:

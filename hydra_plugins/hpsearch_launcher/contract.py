@@ -15,6 +15,8 @@ app. It stays light: Hydra's plugin scan imports it in every Hydra process.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
+from typing import NamedTuple
 
 from .record._atomic import write_json_atomic, write_text_atomic
 
@@ -30,6 +32,7 @@ __all__ = [
     "job_memory_limit_mb",
     "memory_limit_mb",
     "nvml_gpu_ids",
+    "nvml_memory",
     "nvml_total_mb",
     "write_json_atomic",
     "write_text_atomic",
@@ -88,6 +91,42 @@ def nvml_total_mb(gpu: str) -> int | None:
             else pynvml.nvmlDeviceGetHandleByUUID(gpu)
         )
         return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024))
+    except Exception:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+class GpuMemory(NamedTuple):
+    """One GPU's memory in MB, as NVML reports it; `ours`: used by the given processes."""
+
+    total: int
+    used: int
+    ours: int
+    ours_seen: bool  # whether NVML listed any of them (not in another PID namespace)
+
+
+def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
+    """GPU `gpu`'s total and used memory, and what processes `ours` hold of it; None when NVML
+    cannot tell (no driver: a CPU machine, or a GPU id it does not know)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handle = (
+            pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
+            if gpu.isdigit()
+            else pynvml.nvmlDeviceGetHandleByUUID(gpu)
+        )
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        mine = [p for p in procs if p.pid in ours]
+        held = sum(p.usedGpuMemory or 0 for p in mine)
+        mb = 1024 * 1024
+        return GpuMemory(int(info.total // mb), int(info.used // mb), int(held // mb), bool(mine))
     except Exception:
         return None
     finally:

@@ -46,6 +46,9 @@ class HpsearchLauncherConf:
     max_oom_retries: int = 1
     # Other failures (an exception, a crash, a timeout) run again up to this many times.
     max_retries: int = 0
+    # With NVML: a GPU takes a job only when it has the job's memory share free, counting what
+    # other users' processes hold; until then its jobs wait (other GPUs go on). false: never ask.
+    wait_for_free_memory: bool = True
     # Warm start: while a slot's job runs, its next job's process is made and waits, imports
     # done, touching no GPU; still one fresh process per job. false: each process starts cold.
     warm_start: bool = True

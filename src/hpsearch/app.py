@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -82,11 +83,59 @@ def check_group_choices(args: list[str], config_dir: Path) -> None:
                 )
 
 
+OPTUNA_DIRECTION = {"max": "maximize", "min": "minimize"}
+
+
+def optuna_direction(args: list[str], config_dir: Path) -> list[str]:
+    """With `hydra/sweeper=optuna`, the study's direction follows objective.mode (Optuna's own
+    default, minimize, would make it hunt for the *worst* accuracy): added when not given,
+    refused in one line when given against it."""
+    values = _plain_overrides(args)
+    if values.get("hydra/sweeper") != "optuna":
+        return args
+    config = yaml.safe_load((config_dir / "config.yaml").read_text()) or {}
+    mode = values.get("objective.mode") or str(config.get("objective", {}).get("mode", "max"))
+    metric = values.get("objective.metric") or config.get("objective", {}).get("metric", "")
+    wanted = OPTUNA_DIRECTION.get(mode)
+    given = values.get("hydra.sweeper.direction")
+    if wanted is None or (given is not None and given.startswith("[")):
+        return args  # a bad mode is validate_config's to report; a list: several objectives
+    if given is None:
+        return [*args, f"hydra.sweeper.direction={wanted}"]
+    if given != wanted:
+        better = "higher" if mode == "max" else "lower"
+        other = "min" if mode == "max" else "max"
+        raise ConfigError(
+            f"hydra.sweeper.direction={given} contradicts objective.mode={mode} ({metric} is "
+            f"better {better}): drop hydra.sweeper.direction (it follows objective.mode), or "
+            f"set objective.mode={other}"
+        )
+    return args
+
+
+def _plain_overrides(args: list[str]) -> dict[str, str]:
+    """key -> value of the command line's plain `key=value` overrides (not sweeps)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser, values = OverridesParser.create(), {}
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            override = parser.parse_overrides([arg])[0]
+        except Exception:  # Hydra reports its own syntax errors
+            continue
+        if not override.is_sweep_override():
+            values[override.get_key_element().lstrip("+~")] = arg.split("=", 1)[1]
+    return values
+
+
 def main() -> None:
     args = sys.argv[1:]
     if not any(a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args):
         try:
             check_group_choices(args, Path(CONFIG_DIR))
+            sys.argv[1:] = optuna_direction(args, Path(CONFIG_DIR))
         except ConfigError as err:
             _exit_with(err)
     _hydra_main()

@@ -12,15 +12,17 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cloudpickle
 from hydra.core.utils import JobReturn
 
+from ..contract import GpuMemory, memory_limit_mb
 from ..plan._env import job_env
 from ..plan._jobs import Job, run_dir, set_run_dir
+from ..plan._memory import has_room, room_mb
 from ..plan._naming import claim_run_dir
 from ..plan._settings import WHOLE_GPU_FRACTION, LauncherSettings
 from ..plan._slots import SlotPool, device_label
@@ -34,6 +36,7 @@ log = logging.getLogger("hpsearch.launcher")
 
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
+MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free memory
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Sweep:
         recorder: Recorder,
         memory_total: dict[str, int | None],
         cpu_count: int,
+        memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None,
     ) -> None:
         self.jobs = jobs
         self.queue = deque(Run(job) for job in jobs if job.previous is None)
@@ -75,6 +79,8 @@ class Sweep:
         self.recorder = recorder
         self.memory_total = memory_total
         self.cpu_count = cpu_count
+        self.memory_query = memory_query  # None: slots never wait for free memory
+        self._memory_asked = -MEMORY_POLL_S
         self.stop = StopRequest()
         self._envs: dict[str, dict[str, str]] = {}  # each device's slot environment
         self._state = SweepState(total=len(jobs), slots=len(pool.devices) * pool.slots)
@@ -89,6 +95,7 @@ class Sweep:
         try:
             with stop_on_signals() as self.stop:
                 while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
+                    self._check_memory()
                     self._start_ready()
                     if self.settings.warm_start:
                         self.backend.prepare(self._spares_wanted())
@@ -114,6 +121,40 @@ class Sweep:
         for run in self.running.values():
             self._state.running.setdefault(run.device, []).append(run.job.label)
         return self._state
+
+    def _check_memory(self) -> None:
+        """Close the free slots of GPUs that lack a job's share of free memory (other users'
+        processes hold it), and open them again when it is back; at most every MEMORY_POLL_S."""
+        now = time.monotonic()
+        if self.memory_query is None or not self.queue or now - self._memory_asked < MEMORY_POLL_S:
+            return
+        self._memory_asked = now
+        ours = [p for r in self.running.values() if (p := getattr(r.handle, "pid", None))]
+        for device in self.pool.devices:
+            total = self.memory_total.get(device)
+            busy = self.pool.busy[device]
+            if total is None or busy >= self.pool.slots:
+                continue
+            share = memory_limit_mb(self.settings.fraction, total)
+            memory = self.memory_query(device, ours)
+            if has_room(memory, busy, share):
+                if device in self.pool.short:
+                    log.info("hpsearch: %s has room again", device_label(device))
+                self.pool.short.discard(device)
+                self._state.waiting.pop(device, None)
+                continue
+            assert memory is not None
+            note = f"needs {share} MB free, has {max(0, room_mb(memory, busy, share))} MB"
+            if device not in self.pool.short:
+                log.warning(
+                    "hpsearch: %s waits for free memory: %s (other processes hold %d MB); "
+                    "the other GPUs go on",
+                    device_label(device),
+                    note,
+                    memory.used - (memory.ours if memory.ours_seen else 0),
+                )
+            self.pool.short.add(device)
+            self._state.waiting[device] = note
 
     def _start_ready(self) -> None:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the

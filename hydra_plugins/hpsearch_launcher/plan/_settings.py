@@ -39,6 +39,7 @@ class LauncherSettings:
     max_retries: int = 0
     warm_start: bool = True
     preload: tuple[str, ...] = ()
+    wait_for_free_memory: bool = True
 
     @property
     def fraction(self) -> float:
@@ -162,6 +163,7 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         max_oom_retries=_count("max_oom_retries", params["max_oom_retries"]),
         max_retries=_count("max_retries", params["max_retries"]),
         warm_start=_flag("warm_start", params["warm_start"]),
+        wait_for_free_memory=_flag("wait_for_free_memory", params["wait_for_free_memory"]),
         preload=parse_preload(params["preload"]),
     )
 

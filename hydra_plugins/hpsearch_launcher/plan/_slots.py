@@ -69,13 +69,18 @@ class SlotPool:
         self.slots = slots
         self.busy = dict.fromkeys(self.devices, 0)
         self.reserved: set[str] = set()  # devices draining for a job that needs one whole
+        self.short: set[str] = set()  # GPUs without a job's memory share free (other users)
         self._next = 0  # where the round-robin resumes
 
     def has_free(self) -> bool:
         return any(self._open(d) for d in self.devices)
 
     def _open(self, device: str) -> bool:
-        return device not in self.reserved and self.busy[device] < self.slots
+        return (
+            device not in self.reserved
+            and device not in self.short
+            and self.busy[device] < self.slots
+        )
 
     def in_turn(self) -> list[str]:
         """The devices in the order the round-robin will next offer them."""

@@ -25,6 +25,7 @@ class SweepState:
     resumed: int = 0
     queued: int = 0
     running: dict[str, list[str]] = field(default_factory=dict)  # device -> run names
+    waiting: dict[str, str] = field(default_factory=dict)  # GPU -> why it takes no job now
     durations: list[float] = field(default_factory=list)  # of jobs that ran to the end
     slots: int = 1
     started: float = field(default_factory=time.monotonic)
@@ -49,7 +50,11 @@ class SweepState:
             f"{'never started' if self.stopping else 'queued'}; elapsed "
             f"{_clock(time.monotonic() - self.started)}"
         )
-        return text if self.stopping else f"{text}, ETA {'?' if eta is None else _clock(eta)}"
+        if not self.stopping:
+            text += f", ETA {'?' if eta is None else _clock(eta)}"
+        for device, note in self.waiting.items():
+            text += f"; {device_label(device)} waits for free memory ({note})"
+        return text
 
 
 class Progress(Protocol):
@@ -104,8 +109,10 @@ class RichProgress:
         table.add_column("device")
         table.add_column("running")
         for device in self.devices:
-            names = state.running.get(device, [])
-            table.add_row(device_label(device), ", ".join(names) or "-")
+            names = ", ".join(state.running.get(device, [])) or "-"
+            if device in state.waiting:
+                names += f"  [waits for free memory: {state.waiting[device]}]"
+            table.add_row(device_label(device), names)
         return Group(Text(state.summary(), style="bold"), table)
 
     def close(self) -> None:

@@ -1,0 +1,124 @@
+"""Slots that know other users: a GPU takes a job only with the job's memory share free.
+Pure tables, then a sweep on simulated GPUs whose fake NVML changes mid-sweep."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Collection, Iterator
+from pathlib import Path
+
+import pytest
+from apps.probe import probe
+from conftest import PROBE, read_records
+from hydra.core.plugins import Plugins
+
+from hydra_plugins.hpsearch_launcher import contract
+from hydra_plugins.hpsearch_launcher.contract import GpuMemory
+from hydra_plugins.hpsearch_launcher.execute import _sweep
+from hydra_plugins.hpsearch_launcher.plan._memory import has_room, room_mb
+from hydra_plugins.hpsearch_launcher.plan._slots import SlotPool
+
+
+@pytest.mark.parametrize(
+    ("memory", "busy", "room"),
+    [
+        (GpuMemory(total=1000, used=0, ours=0, ours_seen=False), 0, 1000),
+        (GpuMemory(total=1000, used=700, ours=0, ours_seen=False), 0, 300),  # another user
+        # Our own job holds 400 of the 700 used: only 300 are another user's.
+        (GpuMemory(total=1000, used=700, ours=400, ours_seen=True), 1, 1000 - 300 - 450),
+        # NVML cannot see our pids (a container): ours count as their whole shares.
+        (GpuMemory(total=1000, used=700, ours=0, ours_seen=False), 1, 1000 - 250 - 450),
+        (GpuMemory(total=1000, used=100, ours=0, ours_seen=False), 1, 1000 - 0 - 450),
+    ],
+)
+def test_room_counts_only_other_users_memory(memory: GpuMemory, busy: int, room: int) -> None:
+    assert room_mb(memory, busy, share_mb=450) == room
+    assert has_room(memory, busy, 450) is (room >= 450)
+
+
+def test_no_nvml_means_no_waiting() -> None:
+    assert has_room(None, busy=3, share_mb=10**9)
+
+
+def test_a_short_gpu_takes_no_job_and_the_others_go_on() -> None:
+    pool = SlotPool(["0", "1", "2"], slots=1)
+    pool.short = {"1"}
+    assert [pool.acquire(), pool.acquire()] == ["0", "2"]
+    assert not pool.has_free()
+    pool.short.clear()
+    assert pool.acquire() == "1"
+
+
+class FakeNvml:
+    """Other users' memory per GPU, read from a file the test rewrites mid-sweep; every
+    answer is logged with the time it was given."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.answers: list[tuple[float, str, int]] = []
+
+    def set(self, others: dict[str, int]) -> None:
+        self.path.write_text(json.dumps(others))
+
+    def __call__(self, gpu: str, ours: Collection[int]) -> GpuMemory:
+        others = json.loads(self.path.read_text()).get(gpu, 0)
+        self.answers.append((time.time(), gpu, others))
+        return GpuMemory(total=1000, used=others, ours=0, ours_seen=False)
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeNvml]:
+    fake = FakeNvml(tmp_path / "nvml.json")
+    Plugins.instance()  # Hydra's first scan re-executes contract.py: patch after it
+    monkeypatch.setattr(contract, "nvml_memory", fake)
+    monkeypatch.setattr(contract, "nvml_total_mb", lambda gpu: 1000)
+    monkeypatch.setattr(_sweep, "MEMORY_POLL_S", 0.0)
+    yield fake
+
+
+def wait_for(path: Path, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_jobs_wait_for_memory_that_appears_and_vanishes_mid_sweep(
+    launch_app, fake_nvml: FakeNvml, marks: Path
+) -> None:
+    """GPU 1 starts full (another user holds 800 of 1000 MB, a job needs 450): jobs run on
+    GPU 0 only. When GPU 1 frees, it takes jobs; when another user then fills GPU 0, the
+    rest run on GPU 1. No job ever starts on a GPU without its share free."""
+    fake_nvml.set({"1": 800})
+
+    def other_users() -> None:
+        wait_for(marks / "start-1")
+        fake_nvml.set({})
+        wait_for(marks / "start-3")
+        fake_nvml.set({"0": 900})
+
+    changer = threading.Thread(target=other_users)
+    changer.start()
+    jobs = [[f"x={x}", "sleep=0.5"] for x in range(8)]
+    returns = launch_app(
+        PROBE.parent / "conf",
+        "probe",
+        probe,
+        jobs,
+        "hydra.launcher.gpus=[0,1]",
+        "hydra.launcher.memory_fraction=0.45",
+    )
+    changer.join()
+    assert [r.return_value for r in returns] == [float(x) for x in range(8)]
+    records = read_records(marks)
+    on = {r["num"]: r["cuda"] for r in records}
+    assert on[0] == on[1] == "0"  # GPU 1 was full
+    assert "1" in {on[n] for n in range(2, 8)}  # it took jobs once it had room
+    last = max(records, key=lambda r: r["start"])
+    assert last["cuda"] == "1"  # GPU 0 was full by then
+    for r in records:  # the last answer before each start said there was room
+        before = [a for a in fake_nvml.answers if a[1] == r["cuda"] and a[0] <= r["start"]]
+        assert before and 1000 - before[-1][2] >= 450, r
