@@ -247,9 +247,9 @@ def bench_scale(work: Path) -> None:
             f"hydra.launcher.n_jobs={SLOTS}",
         ]
         started = time.monotonic()
-        proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=marks
-        )
+        log = marks / "sweep.log"  # a file, not a pipe: nobody reads a pipe while it runs
+        with log.open("w") as out_file:
+            proc = subprocess.Popen(command, stdout=out_file, stderr=subprocess.STDOUT, cwd=marks)
         watched = psutil.Process(proc.pid)
         peak, cpu = 0, 0.0
         while proc.poll() is None:
@@ -260,7 +260,7 @@ def bench_scale(work: Path) -> None:
             except psutil.Error:
                 break
             time.sleep(0.05)
-        out = proc.stdout.read() if proc.stdout else ""
+        out = log.read_text()
         wall = time.monotonic() - started
         launch_at, sweep_cpu_before = _printed(out, "LAUNCH_AT"), _printed(out, "CPU_AT_LAUNCH")
         records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]

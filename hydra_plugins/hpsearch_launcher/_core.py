@@ -27,7 +27,7 @@ from .plan._settings import LauncherSettings, LauncherSettingsError, cpu_count, 
 from .plan._slots import CPU, SlotPool, slots_per_device, sweep_devices
 from .record._leaderboard import leaderboard, summary_options, unfinished
 from .record._recorder import Recorder
-from .record._table import FILENAME, ResultsFileError, ResultsTable
+from .record._table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -127,12 +127,14 @@ def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if settings.resume:
         table = ResultsTable.load(sweep_dir)
-        return Recorder(table, table.max_job() + 1)
-    table = ResultsTable(sweep_dir / FILENAME)
-    moved = table.set_aside()
-    if moved is not None:
-        log.warning("hpsearch: resume=false: the earlier %s is kept as %s", FILENAME, moved)
-    return Recorder(table, 0)
+        first = table.max_job() + 1
+    else:
+        table, first = ResultsTable(sweep_dir / FILENAME), 0
+        moved = table.set_aside()
+        if moved is not None:
+            log.warning("hpsearch: resume=false: the earlier %s is kept as %s", FILENAME, moved)
+    table.min_interval = SAVE_INTERVAL_S  # 1,000 jobs ending must not mean 1,000 rewrites
+    return Recorder(table, first)
 
 
 def sweeper_stops(config: DictConfig, failed: int, total: int) -> bool:

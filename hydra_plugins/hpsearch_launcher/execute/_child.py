@@ -50,7 +50,8 @@ def main(task_file: str, early_log: str, preload: list[str], ready_fd: int = -1)
     with open(job_file, "rb") as f:
         job = cloudpickle.load(f)
     _redirect(job["stdout"], job["stderr"], keep=early_log)
-    result = _run(hydra_context, job["config"], task_function, singleton_state)
+    config = cloudpickle.loads(job["config"])
+    result = _run(hydra_context, config, task_function, singleton_state)
     _write_result(job["result"], result)
     _exit_quickly()
 

@@ -148,7 +148,7 @@ class LocalBackend:
         job_file.write_bytes(
             cloudpickle.dumps(
                 {
-                    "config": cloudpickle.loads(spec.payload),
+                    "config": spec.payload,  # pickled once, by the sweep: unpickled by the job
                     "stdout": spec.stdout_path,
                     "stderr": spec.stderr_path,
                     "result": str(result),

@@ -100,6 +100,7 @@ class Sweep:
                     if self.settings.warm_start:
                         self.backend.prepare(self._spares_wanted())
                     self._wait()
+                    self.recorder.table.flush()
                     progress.update(self.state, event=False)
                 if self.stop.signum:
                     self._stop()
@@ -108,6 +109,7 @@ class Sweep:
             raise
         finally:
             progress.close()
+            self.recorder.table.flush(force=True)
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
         returns = [r for r in self.returns if r is not None]
         assert len(returns) == len(self.jobs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -32,6 +33,9 @@ TAIL = (
     "return",  # the task's return value as JSON: what resume hands the sweeper again
 )
 REQUIRED = ("job", STATUS, "run_dir", "config_hash")
+# While jobs end, the file is rewritten at most this often (each rewrite is the whole file,
+# fsync'd); the sweep always writes it when it ends, is stopped, or fails.
+SAVE_INTERVAL_S = 0.5
 STATUSES = ("completed", "resumed", "failed", "timeout", "interrupted", "superseded")
 DONE = ("completed", "resumed")  # statuses whose return value a resumed sweep reuses
 SUPERSEDED = "superseded"  # an earlier run's unfinished job, run again by a later one
@@ -52,6 +56,9 @@ class ResultsTable:
         values: Iterable[str] = (),
     ) -> None:
         self.path = path
+        self.min_interval = 0.0  # a sweep sets SAVE_INTERVAL_S: puts then write at most so often
+        self._saved = -SAVE_INTERVAL_S  # monotonic time of the last write
+        self._dirty = False
         self.params: list[str] = list(params)
         self.values: list[str] = list(values)
         self.rows: dict[int, dict[str, str]] = {int(r["job"]): dict(r) for r in rows}
@@ -97,7 +104,8 @@ class ResultsTable:
         return by_hash
 
     def put(self, row: Mapping[str, object], params: Mapping[str, str]) -> None:
-        """Record a job's row (replacing its earlier row, if any) and rewrite the file."""
+        """Record a job's row (replacing its earlier row, if any); the file is rewritten now,
+        or within SAVE_INTERVAL_S by `flush` (the sweep's loop calls it)."""
         for key in params:
             if key not in self.params:
                 self.params.append(key)
@@ -107,7 +115,13 @@ class ResultsTable:
                 self.values.append(key)
         cells = {k: "" if v is None else str(v) for k, v in row.items()} | dict(params)
         self.rows[int(str(row["job"]))] = cells
-        self.save()
+        self._dirty = True
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        """Write the file if rows changed since the last write and it is time (or `force`)."""
+        if self._dirty and (force or time.monotonic() - self._saved >= self.min_interval):
+            self.save()
 
     def supersede(self, config_hash: str, before_job: int, by_job: int) -> None:
         """Mark the unfinished rows of `config_hash` from earlier runs (job < before_job) as
@@ -129,6 +143,7 @@ class ResultsTable:
             row = self.rows[num]
             writer.writerow({c: _one_line(row.get(c, "")) for c in columns})
         write_text_atomic(self.path, text.getvalue())
+        self._saved, self._dirty = time.monotonic(), False
 
     def set_aside(self) -> Path | None:
         """Move an existing results.csv out of the way, unread (resume=false): it is kept as
