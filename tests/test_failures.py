@@ -21,7 +21,7 @@ OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000
         (Outcome(Ending.RAISED, detail="ValueError: bad"), "", False),
         (Outcome(Ending.EXITED, code=1), f"loading...\n{OOM_LINE}\n", True),  # stderr only
         (Outcome(Ending.EXITED, code=1), "loading...\nall fine\n", False),
-        (Outcome(Ending.KILLED, code=signal.SIGKILL), "", True),  # the OOM killer
+        (Outcome(Ending.KILLED, code=int(signal.SIGKILL)), "", True),  # the OOM killer
         (Outcome(Ending.KILLED, code=signal.SIGSEGV), "", False),
         (Outcome(Ending.TIMED_OUT, detail="timed out"), OOM_LINE, False),  # our own kill
         (Outcome(Ending.INTERRUPTED, detail="SIGINT"), OOM_LINE, False),
@@ -36,6 +36,9 @@ def test_out_of_memory(outcome: Outcome, stderr: str, oom: bool) -> None:
     [
         (Ending.RAISED, True, 1, 1, {}, "oom"),  # max_oom_retries defaults to 1
         (Ending.RAISED, True, 2, 2, {}, None),
+        (Ending.RAISED, True, 1, 1, {"max_oom_retries": 2}, "oom"),
+        (Ending.RAISED, False, 1, 0, {"max_retries": 2}, "plain"),
+        (Ending.RAISED, False, 3, 1, {"max_retries": 1}, None),  # 2 plain failures > 1
         (Ending.RAISED, True, 3, 3, {"max_oom_retries": 2}, None),
         (Ending.RAISED, False, 1, 0, {}, None),  # max_retries defaults to 0
         (Ending.RAISED, False, 1, 0, {"max_retries": 1}, "plain"),

@@ -31,6 +31,8 @@ from hydra_plugins.hpsearch_launcher.plan._slots import SlotPool
         # NVML cannot see our pids (a container): ours count as their whole shares.
         (GpuMemory(total=1000, used=700, ours=0, ours_seen=False), 1, 1000 - 250 - 450),
         (GpuMemory(total=1000, used=100, ours=0, ours_seen=False), 1, 1000 - 0 - 450),
+        # NVML's figures taken a moment apart: ours above the total used counts as no other.
+        (GpuMemory(total=1000, used=300, ours=400, ours_seen=True), 1, 1000 - 0 - 450),
     ],
 )
 def test_room_counts_only_other_users_memory(memory: GpuMemory, busy: int, room: int) -> None:

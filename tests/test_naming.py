@@ -81,6 +81,12 @@ def test_escaping_keeps_distinct_values_distinct() -> None:
     assert len(names) == len(values)
 
 
+def test_a_name_that_just_fits_is_kept_whole() -> None:
+    fits = "k=" + "x" * (MAX_COMPONENT_BYTES - 12 - 2)
+    assert run_dir_name([fits], {"k"}, 0) == fits
+    assert "~" in run_dir_name([fits + "x"], {"k"}, 0)
+
+
 def test_long_names_are_cut_with_a_hash() -> None:
     a = run_dir_name(["k=" + "x" * 400 + "a"], {"k"}, 0)
     b = run_dir_name(["k=" + "x" * 400 + "b"], {"k"}, 0)

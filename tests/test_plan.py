@@ -9,6 +9,7 @@ from hydra_plugins.hpsearch_launcher.plan._settings import LauncherSettingsError
 from hydra_plugins.hpsearch_launcher.plan._slots import (
     CPU,
     SlotPool,
+    device_label,
     slots_per_device,
     sweep_devices,
     visible_gpus,
@@ -188,3 +189,57 @@ def test_torch_tasks_cap_their_allocator_at_the_launchers_fraction(monkeypatch) 
     monkeypatch.setenv("HPSEARCH_GPU_MEMORY_FRACTION", "0.45")
     assert cap_torch_memory() == 0.45
     assert calls == [(0.45, 0)]  # device 0: the only one CUDA_VISIBLE_DEVICES leaves visible
+
+
+def test_in_turn_is_the_order_the_round_robin_offers_devices() -> None:
+    pool = SlotPool(["0", "1", "2"], slots=1)
+    assert pool.in_turn() == ["0", "1", "2"]
+    pool.acquire()
+    assert pool.in_turn() == ["1", "2", "0"]
+    pool.acquire()
+    assert pool.in_turn() == ["2", "0", "1"]
+
+
+def test_a_job_alone_waits_for_its_device_to_drain_then_holds_every_slot() -> None:
+    pool = SlotPool(["0", "1"], slots=2)
+    assert [pool.acquire(), pool.acquire()] == ["0", "1"]
+    assert pool.acquire_whole("0") is False  # a job still runs there: reserved meanwhile
+    assert pool.acquire() == "1"  # GPU 0 takes no new job while it drains
+    assert not pool.has_free()
+    pool.release("0")
+    assert pool.acquire_whole("0") is True
+    assert pool.busy["0"] == 2 and "0" not in pool.reserved
+    pool.release("0", whole=True)
+    assert pool.busy["0"] == 0 and pool.acquire() == "0"
+
+
+@pytest.mark.parametrize(("cpus", "slots", "threads"), [(1, 2, "1"), (8, 8, "1"), (8, 2, "4")])
+def test_cpu_jobs_get_their_share_of_the_cores_and_at_least_one(
+    cpus: int, slots: int, threads: str
+) -> None:
+    settings = parse_settings({"gpus": [], "n_jobs": slots})
+    env = job_env(CPU, settings, slots=slots, parent_pid=1, memory_total_mb=None, cpu_count=cpus)
+    assert env["HPSEARCH_CPU_THREADS"] == threads and env["HPSEARCH_GPU"] == ""
+
+
+def test_a_gpu_job_is_told_its_gpu() -> None:
+    settings = parse_settings({"gpus": ["GPU-8a1b"]})
+    env = job_env("GPU-8a1b", settings, slots=1, parent_pid=1, memory_total_mb=None, cpu_count=4)
+    assert env["HPSEARCH_GPU"] == env["CUDA_VISIBLE_DEVICES"] == "GPU-8a1b"
+
+
+def test_device_labels() -> None:
+    assert (device_label(CPU), device_label("1")) == ("cpu", "gpu 1")
+
+
+def test_a_pool_needs_devices_and_slots() -> None:
+    for devices, slots in (([], 1), (["0"], 0)):
+        with pytest.raises(ValueError, match="SlotPool needs devices and slots >= 1"):
+            SlotPool(devices, slots)
+
+
+def test_releasing_what_was_not_taken_is_a_bug() -> None:
+    pool = SlotPool(["0"], slots=1)
+    for device in ("0", "9"):
+        with pytest.raises(RuntimeError, match="without a slot taken"):
+            pool.release(device)

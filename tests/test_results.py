@@ -52,14 +52,15 @@ def test_one_row_per_job_even_for_the_same_config(tmp_path: Path) -> None:
 
 def test_superseded_rows_are_not_failures(tmp_path: Path) -> None:
     table = ResultsTable(tmp_path / "results.csv")
-    table.put(row(0, "failed", error="boom"), {})
-    table.put(row(1, "interrupted", error="SIGINT", digest="h9"), {})
-    table.supersede("h0", before_job=2, by_job=2)
-    table.put(row(2, "completed", 0.5, digest="h0"), {})
+    table.put(row(0, "failed", error="boom", digest="h1"), {})
+    table.put(row(1, "interrupted", error="SIGINT", digest="h0"), {})  # another config
+    table.put(row(2, "failed", error="this run's own", digest="h1"), {})
+    table.supersede("h1", before_job=2, by_job=3)  # rows from 2 on are this run's
+    table.put(row(3, "completed", 0.5, digest="h1"), {})
     rows = list(ResultsTable.load(tmp_path).rows.values())
-    assert [r["status"] for r in rows] == ["superseded", "interrupted", "completed"]
-    assert rows[0]["error"] == "failed: boom; re-run as job 2"
-    assert "1 failed or unfinished, 3 jobs" in leaderboard(rows, [], "max")
+    assert [r["status"] for r in rows] == ["superseded", "interrupted", "failed", "completed"]
+    assert rows[0]["error"] == "failed: boom; re-run as job 3"
+    assert "2 failed or unfinished, 4 jobs" in leaderboard(rows, [], "max")
 
 
 @pytest.mark.parametrize(
@@ -68,6 +69,7 @@ def test_superseded_rows_are_not_failures(tmp_path: Path) -> None:
         ("a,b\n1,2\n", "has no job, status, run_dir, config_hash column"),
         ("job,status,run_dir,config_hash\n0,completed,d\n", "line 2: fewer cells"),
         ("job,status,run_dir,config_hash\n0,completed,d,h,extra\n", "line 2: 5 cells"),
+        ("job,status,run_dir,config_hash\n0,completed,d,h,1,2,3,4\n", "line 2: 8 cells"),
         ("job,status,run_dir,config_hash\nx,completed,d,h\n", "line 2: job 'x' is not a job"),
         ("job,status,run_dir,config_hash\n0,done,d,h\n", "line 2: status 'done' is not one"),
         ("job,status,run_dir,config_hash\n0,failed,d,h\n0,failed,d,h\n", "job 0 appears twice"),
@@ -262,3 +264,22 @@ def test_optuna_resumed_trials_return_stored_objectives(
     assert yaml.safe_load(results.read_text()) == best_first  # Optuna got the stored values
     frame = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert len(frame) == 4 and set(frame["status"]) == {"resumed"}
+
+
+def test_a_sweep_writes_the_table_at_most_so_often_and_always_at_the_end(tmp_path: Path) -> None:
+    table = ResultsTable(tmp_path / "results.csv")
+    table.flush(force=True)
+    assert not table.path.exists()  # nothing recorded: nothing written
+    table.min_interval = 60.0
+    table.put(row(0, "completed", 1.0), {})  # the first write is at once
+    table.put(row(1, "completed", 2.0), {})  # the next waits for the interval
+    assert len(table.path.read_text().splitlines()) == 2
+    table.flush(force=True)
+    assert len(table.path.read_text().splitlines()) == 3
+
+
+def test_an_empty_table_has_no_job_and_an_unreadable_file_is_named(tmp_path: Path) -> None:
+    assert ResultsTable(tmp_path / "results.csv").max_job() == -1
+    (tmp_path / "results.csv").mkdir()  # exists, cannot be read as a file
+    with pytest.raises(ResultsFileError, match="cannot be read"):
+        ResultsTable.load(tmp_path)

@@ -102,3 +102,14 @@ def test_what_json_cannot_hold_is_not_stored(value: object) -> None:
 )
 def test_finite(value: object, number: float | None) -> None:
     assert finite(value) == number
+
+
+def test_a_return_of_exactly_the_limit_is_stored() -> None:
+    value = "x" * (MAX_RETURN_CHARS - 2)  # JSON adds the two quotes
+    assert stored_return(value, 0, Notices()) == f'"{value}"'
+
+
+def test_an_all_numeric_mapping_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="hpsearch.launcher"):
+        return_columns({"a": 1, "b": 2.0}, 0, Notices())
+    assert caplog.records == []

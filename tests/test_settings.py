@@ -102,3 +102,38 @@ def test_defaults_come_from_the_config_dataclass() -> None:
 def test_flags_must_be_booleans(key: str) -> None:
     with pytest.raises(LauncherSettingsError, match=f"hydra.launcher.{key}='no': must be true or"):
         parse_settings({key: "no"})
+
+
+def test_the_fraction_advice_names_the_numbers() -> None:
+    with pytest.raises(LauncherSettingsError) as err:
+        parse_settings({"gpus": [0], "jobs_per_gpu": 3, "memory_fraction": 0.5})
+    assert "use at most 0.333 (e.g. hydra.launcher.memory_fraction=0.3)" in str(err.value)
+
+
+def test_the_whole_gpu_is_a_valid_fraction() -> None:
+    assert parse_settings({"memory_fraction": 1.0}).fraction == 1.0
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [(None, ()), ([], ()), ("json", ("json",)), (["os.path", "json"], ("os.path", "json"))],
+)
+def test_preload(value: object, names: tuple) -> None:
+    assert parse_settings({"preload": value}).preload == names
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (["no_such_module_xyz.sub"], "'no_such_module_xyz' here"),
+        (["not a name"], "'not a name' is not a module name"),
+    ],
+)
+def test_bad_preload(value: list, message: str) -> None:
+    with pytest.raises(LauncherSettingsError, match=message):
+        parse_settings({"preload": value})
+
+
+def test_warm_start_and_free_memory_waits_are_on_by_default() -> None:
+    settings = parse_settings({})
+    assert settings.warm_start is True and settings.wait_for_free_memory is True

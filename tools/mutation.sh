@@ -7,11 +7,13 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$repo/.venv/bin/python}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 cp --parents -t "$work")
+git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 cp -P --parents -t "$work")
 cd "$work"
 export PYTHONPATH="$work/src:$work"  # the copy, not the installed checkout, is what is tested
+export PATH="$(dirname "$python"):$PATH"  # the test command's `python` is the project's
 "$python" -m cosmic_ray.cli init tools/mutation.toml session.sqlite
-"$python" -m cosmic_ray.cli baseline tools/mutation.toml session.sqlite
+"$(dirname "$python")/cr-filter-operators" session.sqlite tools/mutation.toml
+"$python" -m cosmic_ray.cli baseline tools/mutation.toml
 "$python" -m cosmic_ray.cli exec tools/mutation.toml session.sqlite
 "$python" -m cosmic_ray.tools.survival_rate session.sqlite || true
 "$python" -m cosmic_ray.tools.report --show-output --surviving-only session.sqlite || \

@@ -74,9 +74,8 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     ids: list[str] = []
     for item in items:
-        text = str(item).strip()
-        is_index = isinstance(item, int) and not isinstance(item, bool) and item >= 0
-        if not (is_index or text.isdigit() or _GPU_UUID.match(text)):
+        text = str(item).strip()  # an index >= 0 is all digits (True and -1 are not)
+        if not (text.isdigit() or _GPU_UUID.match(text)):
             raise _fail(
                 "gpus",
                 value,
