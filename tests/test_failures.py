@@ -23,6 +23,7 @@ OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000
         (Outcome(Ending.EXITED, code=1), "loading...\nall fine\n", False),
         (Outcome(Ending.KILLED, code=int(signal.SIGKILL)), "", True),  # the OOM killer
         (Outcome(Ending.KILLED, code=signal.SIGSEGV), "", False),
+        (Outcome(Ending.KILLED, code=int(signal.SIGABRT)), "", False),  # below SIGKILL's 9
         (Outcome(Ending.TIMED_OUT, detail="timed out"), OOM_LINE, False),  # our own kill
         (Outcome(Ending.INTERRUPTED, detail="SIGINT"), OOM_LINE, False),
     ],

@@ -40,6 +40,11 @@ def test_room_counts_only_other_users_memory(memory: GpuMemory, busy: int, room:
     assert has_room(memory, busy, 450) is (room >= 450)
 
 
+def test_exactly_the_share_free_is_room() -> None:
+    exactly = GpuMemory(total=1000, used=550, ours=0, ours_seen=False)
+    assert has_room(exactly, busy=0, share_mb=450)
+
+
 def test_no_nvml_means_no_waiting() -> None:
     assert has_room(None, busy=3, share_mb=10**9)
 

@@ -243,3 +243,25 @@ def test_releasing_what_was_not_taken_is_a_bug() -> None:
     for device in ("0", "9"):
         with pytest.raises(RuntimeError, match="without a slot taken"):
             pool.release(device)
+
+
+def test_round_robin_over_four_devices_skips_the_busy_one_forwards() -> None:
+    pool = SlotPool(["0", "1", "2", "3"], slots=1)
+    assert [pool.acquire() for _ in range(2)] == ["0", "1"]
+    pool.release("0")
+    assert pool.acquire() == "2"  # forwards from where it stopped, not back to the free 0
+    assert pool.acquire() == "3"
+    assert pool.acquire() == "0"  # all four busy again; the turn is back at 1
+    pool.release("1")
+    pool.release("3")
+    pool.release("0")
+    pool.acquire()  # 1
+    assert pool.acquire() == "3"  # 2 is busy: the next free one forwards, not 0 behind
+
+
+def test_releasing_one_of_three_slots() -> None:
+    pool = SlotPool(["0"], slots=3)
+    for _ in range(3):
+        pool.acquire()
+    pool.release("0")
+    assert pool.busy["0"] == 2

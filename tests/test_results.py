@@ -55,12 +55,14 @@ def test_superseded_rows_are_not_failures(tmp_path: Path) -> None:
     table.put(row(0, "failed", error="boom", digest="h1"), {})
     table.put(row(1, "interrupted", error="SIGINT", digest="h0"), {})  # another config
     table.put(row(2, "failed", error="this run's own", digest="h1"), {})
+    table.put(row(4, "failed", error="this run's own too", digest="h1"), {})
     table.supersede("h1", before_job=2, by_job=3)  # rows from 2 on are this run's
     table.put(row(3, "completed", 0.5, digest="h1"), {})
     rows = list(ResultsTable.load(tmp_path).rows.values())
-    assert [r["status"] for r in rows] == ["superseded", "interrupted", "failed", "completed"]
+    statuses = [r["status"] for r in rows]
+    assert statuses == ["superseded", "interrupted", "failed", "completed", "failed"]
     assert rows[0]["error"] == "failed: boom; re-run as job 3"
-    assert "2 failed or unfinished, 4 jobs" in leaderboard(rows, [], "max")
+    assert "3 failed or unfinished, 5 jobs" in leaderboard(rows, [], "max")
 
 
 @pytest.mark.parametrize(

@@ -105,8 +105,10 @@ def test_finite(value: object, number: float | None) -> None:
 
 
 def test_a_return_of_exactly_the_limit_is_stored() -> None:
-    value = "x" * (MAX_RETURN_CHARS - 2)  # JSON adds the two quotes
+    limit = 100_000  # written out: a test must not take the limit from the code it checks
+    value = "x" * (limit - 2)  # JSON adds the two quotes
     assert stored_return(value, 0, Notices()) == f'"{value}"'
+    assert stored_return(value + "x", 0, Notices()) == ""
 
 
 def test_an_all_numeric_mapping_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
