@@ -4,10 +4,12 @@ Pure tables, then a sweep on simulated GPUs whose fake NVML changes mid-sweep.""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from apps.probe import probe
@@ -129,3 +131,40 @@ def test_jobs_wait_for_memory_that_appears_and_vanishes_mid_sweep(
     for r in records:  # the last answer before each start said there was room
         before = [a for a in fake_nvml.answers if a[1] == r["cuda"] and a[0] <= r["start"]]
         assert before and 1000 - before[-1][2] >= 450, r
+
+
+def stand_in_pynvml(init_fails: bool = False) -> SimpleNamespace:
+    """NVML with one GPU (index 0, or its UUID) of 1000 MB, 700 used, 400 of them by pid 42."""
+    mb = 1024 * 1024
+    gpu = object()
+
+    def init() -> None:
+        if init_fails:
+            raise OSError("NVML Shared Library Not Found")
+
+    def by_index(i: int) -> object:
+        if i != 0:
+            raise LookupError(i)
+        return gpu
+
+    return SimpleNamespace(
+        nvmlInit=init,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=by_index,
+        nvmlDeviceGetHandleByUUID=lambda uuid: {"GPU-1a": gpu}[uuid],
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=1000 * mb, used=700 * mb),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [
+            SimpleNamespace(pid=42, usedGpuMemory=400 * mb),
+            SimpleNamespace(pid=7, usedGpuMemory=None),
+        ],
+    )
+
+
+def test_nvml_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml())
+    assert contract.nvml_total_mb("0") == contract.nvml_total_mb("GPU-1a") == 1000
+    assert contract.nvml_memory("0", [42]) == GpuMemory(1000, 700, 400, True)
+    assert contract.nvml_memory("0", [5]) == GpuMemory(1000, 700, 0, False)
+    assert contract.nvml_total_mb("3") is None  # a GPU NVML does not know
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml(init_fails=True))
+    assert contract.nvml_total_mb("0") is None and contract.nvml_memory("0", []) is None

@@ -15,8 +15,8 @@ app. It stays light: Hydra's plugin scan imports it in every Hydra process.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
-from typing import NamedTuple
+from collections.abc import Callable, Collection
+from typing import Any, NamedTuple, TypeVar
 
 from .record._atomic import write_json_atomic, write_text_atomic
 
@@ -59,6 +59,9 @@ OWNED_VARIABLES = {
 }
 RESERVED_PREFIX = "HPSEARCH_"
 
+T = TypeVar("T")
+_MB = 1024 * 1024
+
 METRICS_FILE = "metrics.json"  # {"final": {"val_accuracy": 0.97, ...}, ...} in the output dir
 
 
@@ -76,13 +79,14 @@ def nvml_gpu_ids() -> list[str]:
         pynvml.nvmlShutdown()
 
 
-def nvml_total_mb(gpu: str) -> int | None:
-    """Total memory of GPU `gpu` (an index or a UUID) in MB; None when NVML can't tell."""
+def _ask_nvml(gpu: str, query: Callable[[Any, Any], T]) -> T | None:
+    """`query(pynvml, handle)` for GPU `gpu` (an index or a UUID), with NVML started and shut
+    down around it; None when NVML is missing, does not know the GPU, or the query fails."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:
+    except Exception:  # no driver, no library: no GPU
         return None
     try:
         handle = (
@@ -90,11 +94,18 @@ def nvml_total_mb(gpu: str) -> int | None:
             if gpu.isdigit()
             else pynvml.nvmlDeviceGetHandleByUUID(gpu)
         )
-        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024))
+        return query(pynvml, handle)
     except Exception:
         return None
     finally:
         pynvml.nvmlShutdown()
+
+
+def nvml_total_mb(gpu: str) -> int | None:
+    """Total memory of GPU `gpu` (an index or a UUID) in MB; None when NVML can't tell."""
+    return _ask_nvml(
+        gpu, lambda nvml, handle: int(nvml.nvmlDeviceGetMemoryInfo(handle).total // _MB)
+    )
 
 
 class GpuMemory(NamedTuple):
@@ -109,28 +120,16 @@ class GpuMemory(NamedTuple):
 def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
     """GPU `gpu`'s total and used memory, and what processes `ours` hold of it; None when NVML
     cannot tell (no driver: a CPU machine, or a GPU id it does not know)."""
-    try:
-        import pynvml
 
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        handle = (
-            pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
-            if gpu.isdigit()
-            else pynvml.nvmlDeviceGetHandleByUUID(gpu)
-        )
-        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        mine = [p for p in procs if p.pid in ours]
+    def query(nvml: Any, handle: Any) -> GpuMemory:
+        info = nvml.nvmlDeviceGetMemoryInfo(handle)
+        mine = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
         held = sum(p.usedGpuMemory or 0 for p in mine)
-        mb = 1024 * 1024
-        return GpuMemory(int(info.total // mb), int(info.used // mb), int(held // mb), bool(mine))
-    except Exception:
-        return None
-    finally:
-        pynvml.nvmlShutdown()
+        return GpuMemory(
+            int(info.total // _MB), int(info.used // _MB), int(held // _MB), bool(mine)
+        )
+
+    return _ask_nvml(gpu, query)
 
 
 def memory_limit_mb(fraction: float, total_mb: int) -> int:

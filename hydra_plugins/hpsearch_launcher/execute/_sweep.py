@@ -22,7 +22,7 @@ from hydra.core.utils import JobReturn
 from ..contract import GpuMemory, memory_limit_mb
 from ..plan._env import job_env
 from ..plan._jobs import Job, run_dir, set_run_dir
-from ..plan._memory import has_room, room_mb
+from ..plan._memory import has_room, others_mb, room_mb
 from ..plan._naming import claim_run_dir
 from ..plan._settings import WHOLE_GPU_FRACTION, LauncherSettings
 from ..plan._slots import SlotPool, device_label
@@ -153,7 +153,7 @@ class Sweep:
                     "the other GPUs go on",
                     device_label(device),
                     note,
-                    memory.used - (memory.ours if memory.ours_seen else 0),
+                    others_mb(memory, busy, share),
                 )
             self.pool.short.add(device)
             self._state.waiting[device] = note
