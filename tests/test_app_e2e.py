@@ -27,7 +27,44 @@ def test_single_run_writes_metrics(runner: Runner, tmp_path: Path) -> None:
     assert result.stdout.rstrip().splitlines()[-1] == "hpsearch: run dir run"
 
 
-def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) -> None:
+# The columns of results.csv, whichever backend ran the sweep.
+COLUMNS = [
+    "job",
+    "batch",
+    "lr",
+    "status",
+    "objective",
+    "test_accuracy",
+    "test_loss",
+    "train_accuracy",
+    "train_loss",
+    "val_accuracy",
+    "val_loss",
+    "device",
+    "start",
+    "end",
+    "wall_time_s",
+    "attempts",
+    "run_dir",
+    "config_hash",
+    "error",
+    "return",
+]
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        ["hydra.launcher.n_jobs=4"],
+        # A Ray the sweep starts on this machine; it is stopped after (the runner fixture
+        # fails the test if any process of it is left).
+        ["hydra.launcher.backend=ray"],
+    ],
+    ids=["local", "ray"],
+)
+def test_multirun_through_the_gpu_pool_launcher(
+    runner: Runner, tmp_path: Path, backend: list[str]
+) -> None:
     result = runner.run(
         [
             "-m",
@@ -38,7 +75,7 @@ def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) 
             "device=cpu",
             "epochs=1",
             "hydra.sweep.dir=sweep",
-            "hydra.launcher.n_jobs=4",
+            *backend,
         ]
     )
     assert result.returncode == 0, result.stdout
@@ -59,8 +96,14 @@ def test_multirun_through_the_gpu_pool_launcher(runner: Runner, tmp_path: Path) 
         assert (run_dir / "stderr.log").exists()
     assert result.stdout.count(" done ") == 4
     # The sweep's table holds each run's real metrics; the leaderboard closes the sweep.
-    table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
+    assert list(table.columns) == COLUMNS
     assert sorted(table["status"]) == ["completed"] * 4
+    assert (
+        table["device"].str.match(r"^cpu@[\d.]+/[0-9a-f]{8}$")
+        if "ray" in backend[0]
+        else table["device"] == "cpu"
+    ).all()
     assert table["test_accuracy"].between(0, 1).all()
     assert (table["objective"] == table["val_accuracy"]).all()
     assert "Leaderboard (max objective): 4 finished, 0 failed or unfinished, 4 jobs" in (

@@ -20,6 +20,7 @@ from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from . import contract
+from .execute._backend import Execution
 from .execute._local import LocalBackend
 from .execute._sweep import Sweep
 from .plan._jobs import JobConfigError, compose_jobs
@@ -41,15 +42,6 @@ def launch(
     config: DictConfig = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     settings = parse_settings(launcher.params)
-    nvml_ids = contract.nvml_gpu_ids()  # asked once: an NVML session per call
-    devices = sweep_devices(settings, os.environ, lambda: nvml_ids)
-    if settings.gpus and not nvml_ids:
-        log.warning(
-            "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
-            "against: jobs get those CUDA_VISIBLE_DEVICES as given",
-            list(settings.gpus),
-        )
-    slots = slots_per_device(settings, devices)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     if launcher.records is None:
         launcher.records = open_records(sweep_dir, settings)
@@ -60,37 +52,38 @@ def launch(
         recorder.first_new_job + initial_job_idx,
         recorder.resumable() if settings.resume else {},
     )
-    where = "the CPU" if devices == (CPU,) else f"GPU {','.join(devices)}"
-    per = "" if devices == (CPU,) else " per GPU"
-    log.info(
-        "hpsearch: %d jobs on %s, %d at a time%s; sweep dir %s",
-        len(jobs),
-        where,
-        slots,
-        per,
-        sweep_dir,
-    )
     task = cloudpickle.dumps(
         (launcher.hydra_context, launcher.task_function, Singleton.get_state())
     )
-    cores = cpu_count()
-    backend = LocalBackend(
-        task, settings.preload if settings.warm_start else (), max_preparing=max(1, cores // 2)
-    )
+    if settings.backend == "ray":
+        from .execute._ray import ray_execution
+
+        execution = ray_execution(settings, task, sweep_dir)
+    else:
+        execution = local_execution(settings, task)
     try:
+        per = "" if execution.devices == (CPU,) else " per GPU"
+        log.info(
+            "hpsearch: %d jobs on %s, %d at a time%s; sweep dir %s",
+            len(jobs),
+            execution.where,
+            execution.slots,
+            per,
+            sweep_dir,
+        )
         sweep = Sweep(
             jobs,
             settings,
-            SlotPool(devices, slots),
-            backend,
+            SlotPool(execution.devices, execution.slots),
+            execution.backend,
             recorder,
-            {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
-            cores,
-            contract.nvml_memory if settings.wait_for_free_memory else None,
+            execution.memory_total,
+            execution.cores,
+            execution.memory_query,
         )
         returns = sweep.run()
     finally:
-        backend.close()
+        execution.close()
     if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(jobs)):
         # The sweeper is about to raise the first failure: show the whole picture first (the
         # end-of-sweep callback that prints it otherwise will not run).
@@ -106,6 +99,32 @@ def launch(
             recorder.table.path,
         )
     return returns
+
+
+def local_execution(settings: LauncherSettings, task: bytes) -> Execution:
+    """This machine's GPUs (or its CPU), a fresh local process per job, warm spares ahead."""
+    nvml_ids = contract.nvml_gpu_ids()  # asked once: an NVML session per call
+    devices = sweep_devices(settings, os.environ, lambda: nvml_ids)
+    if settings.gpus and not nvml_ids:
+        log.warning(
+            "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
+            "against: jobs get those CUDA_VISIBLE_DEVICES as given",
+            list(settings.gpus),
+        )
+    cores = cpu_count()
+    backend = LocalBackend(
+        task, settings.preload if settings.warm_start else (), max_preparing=max(1, cores // 2)
+    )
+    return Execution(
+        backend,
+        devices,
+        slots_per_device(settings, devices),
+        "the CPU" if devices == (CPU,) else f"GPU {','.join(devices)}",
+        {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
+        cores,
+        backend.close,
+        contract.nvml_memory if settings.wait_for_free_memory else None,
+    )
 
 
 @contextlib.contextmanager

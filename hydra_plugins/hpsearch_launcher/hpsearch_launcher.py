@@ -19,6 +19,18 @@ from omegaconf import DictConfig, OmegaConf
 
 
 @dataclass
+class RayConf:
+    # "" starts a Ray on this machine for the sweep (stopped after); "auto" joins the cluster
+    # this machine is part of (`ray start`); "ray://host:10001" connects a Ray client.
+    address: str = ""
+    # CPUs each job holds on its node (a number > 0); also its thread count.
+    num_cpus: float = 1
+    # Keyword arguments for ray.init when the sweep starts its own Ray (address ""): e.g.
+    # {num_gpus: 2, num_cpus: 8}. A running cluster's resources are its own to set.
+    init: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class HpsearchLauncherConf:
     _target_: str = "hydra_plugins.hpsearch_launcher.hpsearch_launcher.HpsearchLauncher"
     # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none), or a list of GPU ids
@@ -54,6 +66,10 @@ class HpsearchLauncherConf:
     warm_start: bool = True
     # Modules a waiting process imports ahead of its job (e.g. [tensorflow] or [torch]).
     preload: list[str] = field(default_factory=list)
+    # Where jobs run: "local" (processes on this machine) or "ray" (Ray tasks, one fresh worker
+    # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
+    backend: str = "local"
+    ray: RayConf = field(default_factory=RayConf)
 
 
 ConfigStore.instance().store(

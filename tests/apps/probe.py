@@ -43,6 +43,7 @@ def probe(cfg: DictConfig) -> float:
         "pid": os.getpid(),
         "ppid": os.getppid(),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "node": _ray_node(),  # the Ray node it ran on (backend=ray), else None
         "fraction": os.environ.get("HPSEARCH_GPU_MEMORY_FRACTION"),
         "jax_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
         "threads": os.environ.get("HPSEARCH_CPU_THREADS"),
@@ -100,6 +101,11 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         # A grandchild too: the whole tree must go when the job is ended.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         time.sleep(600)
+
+
+def _ray_node() -> str | None:
+    ray = sys.modules.get("ray")  # a Ray worker has it imported; the probe never imports it
+    return ray.get_runtime_context().get_node_id() if ray and ray.is_initialized() else None
 
 
 _KEPT: list = []  # files the `unclosed` mode leaves open until the process ends

@@ -10,10 +10,12 @@ from __future__ import annotations
 import enum
 import re
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from ..contract import GpuMemory
 
 
 class Ending(enum.Enum):
@@ -24,6 +26,8 @@ class Ending(enum.Enum):
     TIMED_OUT = "timed out"  # past hydra.launcher.timeout: the sweep ended its process tree
     INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, SIGTERM) and ended it
     NOT_STARTED = "not started"  # its process could not be created
+    CRASHED = "crashed"  # its process died and nobody knows how (Ray does not say)
+    LOST = "node lost"  # the machine it ran on left the cluster: not the job's doing
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Outcome:
     code: int | None = None  # the exit status (EXITED) or the signal number (KILLED)
     detail: str = ""  # RAISED: "Type: message"; EXITED: sys.exit's message; else the cause
     last_error: str = ""  # the last error line the job printed, when it returned nothing
+    placement: str = ""  # where it ran, when the backend chose (Ray: "0@10.0.0.5/3f2a9c1b")
 
     @property
     def ok(self) -> bool:
@@ -55,7 +60,7 @@ class Outcome:
             text = self.detail
         if self.ending is Ending.EXITED and self.detail:
             text += f": {self.detail}"
-        elif self.last_error and self.ending in (Ending.EXITED, Ending.KILLED):
+        elif self.last_error and self.ending in (Ending.EXITED, Ending.KILLED, Ending.CRASHED):
             text += f": {self.last_error}"
         return text
 
@@ -88,6 +93,25 @@ def last_error_line(text: str) -> str:
     return ""
 
 
+def outcome_of(result: tuple, last_error: Callable[[], str], placement: str = "") -> Outcome:
+    """The Outcome of what a job's process handed back (`_child.run_job_here`'s tuple):
+    ("returned", JobReturn[, note]), ("raised", JobReturn, "Type: message") or
+    ("exited", code, message). `last_error` reads the job's stderr, only when needed."""
+    kind = result[0]
+    if kind == "returned":
+        note = str(result[2]) if len(result) > 2 else ""
+        return Outcome(Ending.RETURNED, job_return=result[1], detail=note, placement=placement)
+    if kind == "raised":
+        return Outcome(Ending.RAISED, job_return=result[1], detail=result[2], placement=placement)
+    return Outcome(
+        Ending.EXITED,
+        code=result[1],
+        detail=result[2],
+        last_error=last_error(),
+        placement=placement,
+    )
+
+
 EnvKey = tuple[tuple[str, str], ...]
 
 
@@ -105,6 +129,7 @@ class JobSpec:
     payload: bytes  # the pickled sweep config of the job
     stdout_path: str
     stderr_path: str
+    share: float = 1.0  # the part of its device it holds: 1/jobs_per_gpu, or 1 when alone
 
 
 class JobHandle(Protocol):
@@ -137,3 +162,18 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release what the backend holds (temporary files, idle processes)."""
         ...
+
+
+@dataclass
+class Execution:
+    """Where a sweep's jobs run: the backend, the slots the sweep fills, how to say it."""
+
+    backend: Backend
+    devices: tuple[str, ...]
+    slots: int
+    where: str  # "GPU 0,1", "the CPU", "Ray (2 nodes, 4 GPUs)"
+    memory_total: dict[str, int | None]
+    cores: int  # the cores one device's slots share (each job's threads: cores // slots)
+    close: Callable[[], None]
+    # Asks a GPU's free memory (slots wait for it); None: never asked.
+    memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None

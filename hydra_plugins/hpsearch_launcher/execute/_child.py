@@ -34,7 +34,7 @@ BOOT = (
 
 def main(task_file: str, early_log: str, preload: list[str], ready_fd: int = -1) -> None:
     _start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
-    _redirect(early_log, early_log)
+    redirect(early_log, early_log)
     import cloudpickle
 
     with open(task_file, "rb") as f:
@@ -49,10 +49,10 @@ def main(task_file: str, early_log: str, preload: list[str], ready_fd: int = -1)
         os._exit(0)
     with open(job_file, "rb") as f:
         job = cloudpickle.load(f)
-    _redirect(job["stdout"], job["stderr"], keep=early_log)
+    redirect(job["stdout"], job["stderr"], keep=early_log)
     config = cloudpickle.loads(job["config"])
-    result = _run(hydra_context, config, task_function, singleton_state)
-    _write_result(job["result"], result)
+    result = run_task(hydra_context, config, task_function, singleton_state)
+    _write_result(job["result"], result_bytes(result))
     _exit_quickly()
 
 
@@ -90,7 +90,9 @@ def _preload(modules: list[str]) -> None:
             print(f"hpsearch: preload {name}: {type(err).__name__}: {err}", file=sys.stderr)
 
 
-def _run(hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any) -> tuple:
+def run_task(
+    hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any
+) -> tuple:
     """("returned", JobReturn), ("raised", JobReturn, "Type: message") or ("exited", code, text)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
@@ -126,18 +128,21 @@ def _run(hydra_context: Any, sweep_config: Any, task_function: Any, singleton_st
     return ("returned", ret)
 
 
-def _write_result(path: str, result: tuple) -> None:
-    """Pickle the result beside `path`, then rename: the sweep never reads half a result."""
+def result_bytes(result: tuple) -> bytes:
+    """The result pickled; an unpicklable return value is handed back as its description."""
     import cloudpickle
 
     try:
-        data = cloudpickle.dumps(result)
-    except Exception as err:  # an unpicklable return value: hand back its description
+        return bytes(cloudpickle.dumps(result))
+    except Exception as err:
         ret = result[1]
         value = ret._return_value
         ret._return_value = f"<unpicklable {type(value).__name__}: {_short_repr(value)}>"
-        result = (*result, f"{type(err).__name__}: {err}")
-        data = cloudpickle.dumps(result)
+        return bytes(cloudpickle.dumps((*result, f"{type(err).__name__}: {err}")))
+
+
+def _write_result(path: str, data: bytes) -> None:
+    """Write beside `path`, then rename: the sweep never reads half a result."""
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:
         f.write(data)
@@ -162,7 +167,7 @@ def _picklable_error(error: BaseException) -> BaseException:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-def _redirect(stdout_path: str, stderr_path: str, keep: str | None = None) -> None:
+def redirect(stdout_path: str, stderr_path: str, keep: str | None = None) -> None:
     """Point fd 1 and 2 (and sys.stdout/err) at the files; `keep`'s content goes first into the
     new stderr file, and `keep` is removed, unless it is that file."""
     for stream in (sys.stdout, sys.stderr):

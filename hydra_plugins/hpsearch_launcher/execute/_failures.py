@@ -8,6 +8,8 @@ import signal
 from ..plan._settings import LauncherSettings
 from ._backend import Ending, Outcome
 
+MAX_LOST_RETRIES = 3  # runs again of a job whose node was lost
+
 # Out of GPU (or host) memory, as TensorFlow, CUDA, PyTorch, JAX/XLA and cuDNN word it.
 _OOM = re.compile(
     r"ResourceExhaustedError|RESOURCE_EXHAUSTED|OOM when allocating|out of memory|"
@@ -20,7 +22,7 @@ def is_out_of_memory(outcome: Outcome, stderr_tail: str = "") -> bool:
     """A failure caused by memory: the task raised a memory error, the job's last output says
     so, or its process was SIGKILLed by someone outside the sweep (on Linux, most often the
     OOM killer; the sweep's own kills are TIMED_OUT or INTERRUPTED, never KILLED)."""
-    if outcome.ending not in (Ending.RAISED, Ending.EXITED, Ending.KILLED):
+    if outcome.ending not in (Ending.RAISED, Ending.EXITED, Ending.KILLED, Ending.CRASHED):
         return False
     if outcome.ending is Ending.KILLED and outcome.code == signal.SIGKILL:
         return True
@@ -28,17 +30,26 @@ def is_out_of_memory(outcome: Outcome, stderr_tail: str = "") -> bool:
 
 
 def retry_kind(
-    outcome: Outcome, oom: bool, attempts: int, oom_attempts: int, settings: LauncherSettings
+    outcome: Outcome,
+    oom: bool,
+    attempts: int,
+    oom_attempts: int,
+    settings: LauncherSettings,
+    lost_attempts: int = 0,
 ) -> str | None:
     """'oom' (again, alone on a whole GPU), 'plain' (again, as before) or None (give up).
 
-    `attempts` counts every run of the job so far; `oom_attempts` those that ran out of memory.
+    `attempts` counts every run of the job so far; `oom_attempts` those that ran out of memory,
+    `lost_attempts` those whose node left the cluster: not the job's failure, so retried up to
+    MAX_LOST_RETRIES times (Ray's own default for system failures) on top of max_retries.
     Interrupted jobs are never retried here: a resumed sweep runs them again.
     """
     if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED):
         return None
+    if outcome.ending is Ending.LOST:
+        return "plain" if lost_attempts <= MAX_LOST_RETRIES else None
     if oom:
         return "oom" if oom_attempts <= settings.max_oom_retries else None
-    if attempts - oom_attempts <= settings.max_retries:
+    if attempts - oom_attempts - lost_attempts <= settings.max_retries:
         return "plain"
     return None

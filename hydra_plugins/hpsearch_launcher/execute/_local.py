@@ -35,7 +35,16 @@ from pathlib import Path
 import cloudpickle
 import psutil
 
-from ._backend import Ending, EnvKey, JobHandle, JobSpec, Outcome, env_key, last_error_line
+from ._backend import (
+    Ending,
+    EnvKey,
+    JobHandle,
+    JobSpec,
+    Outcome,
+    env_key,
+    last_error_line,
+    outcome_of,
+)
 from ._child import BOOT
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
@@ -91,12 +100,7 @@ class LocalHandle:
         if self.result_path.exists():
             result = cloudpickle.loads(self.result_path.read_bytes())
             self.result_path.unlink()
-            kind = result[0]
-            if kind == "returned":
-                return Outcome(Ending.RETURNED, job_return=result[1], detail=_note(result, 2))
-            if kind == "raised":
-                return Outcome(Ending.RAISED, job_return=result[1], detail=result[2])
-            return Outcome(Ending.EXITED, code=result[1], detail=result[2], last_error=self._err())
+            return outcome_of(result, self._err)
         if code < 0:
             return Outcome(Ending.KILLED, code=-code, last_error=self._err())
         return Outcome(Ending.EXITED, code=code, last_error=self._err())
@@ -112,10 +116,6 @@ class LocalHandle:
             return list(psutil.Process(self.proc.pid).children(recursive=True))
         except psutil.Error:
             return []
-
-
-def _note(result: tuple, index: int) -> str:
-    return str(result[index]) if len(result) > index else ""
 
 
 class LocalBackend:

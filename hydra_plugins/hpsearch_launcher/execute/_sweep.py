@@ -51,6 +51,7 @@ class Run:
     deadline: float | None = None
     attempts: int = 0  # attempts started so far
     oom_attempts: int = 0  # of those, attempts that ran out of memory
+    lost_attempts: int = 0  # of those, attempts whose node left the cluster
     whole: bool = False  # the next attempt gets its device alone (after running out of memory)
     errors: list[str] = field(default_factory=list)  # why earlier attempts failed
     dir: Path | None = None  # claimed when the job first starts
@@ -185,6 +186,7 @@ class Sweep:
                 cloudpickle.dumps(job.config),
                 str(run.dir / "stdout.log"),
                 str(run.dir / "stderr.log"),
+                share=1.0 if run.whole else 1 / self.pool.slots,
             )
             run.handle = self.backend.start(spec, env)
         except Exception as err:  # out of processes, file descriptors, disk: this job, not all
@@ -265,10 +267,11 @@ class Sweep:
             return
         job = run.job
         assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
+        where = outcome.placement or run.device  # the backend's word when it chose the place
         self.returns[job.index] = self.recorder.ended(
             job,
             outcome,
-            device=run.device,
+            device=where,
             started=run.started_wall,
             attempts=run.attempts,
             run_dir=run.dir or run_dir(job),
@@ -276,7 +279,7 @@ class Sweep:
         )
         seconds = time.monotonic() - run.started
         status = status_of(outcome)
-        label = f"{device_label(run.device)}  {job.label}  {seconds:.1f}s"
+        label = f"{device_label(where)}  {job.label}  {seconds:.1f}s"
         if outcome.ok:
             self._state.done += 1
             self._state.durations.append(seconds)
@@ -295,7 +298,10 @@ class Sweep:
         tail = run.handle.log_tail() if run.handle is not None else ""
         oom = is_out_of_memory(outcome, tail)
         run.oom_attempts += oom
-        kind = retry_kind(outcome, oom, run.attempts, run.oom_attempts, self.settings)
+        run.lost_attempts += outcome.ending is Ending.LOST
+        kind = retry_kind(
+            outcome, oom, run.attempts, run.oom_attempts, self.settings, run.lost_attempts
+        )
         if kind is None:
             return False
         prefix = "out of memory: " if oom else ""

@@ -17,12 +17,19 @@ from ..hpsearch_launcher import HpsearchLauncherConf
 DEFAULT_MEMORY_SHARE = 0.9
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
-_GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
+GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 
 
 class LauncherSettingsError(CompactHydraException):
     """A bad hydra.launcher.* value: the message names the value, the rule and the fix.
     (Compact: Hydra prints the message alone, no traceback.)"""
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    address: str = ""  # "" (start one), "auto", "ray://host:port" or "host:port"
+    num_cpus: float = 1.0
+    init: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,8 @@ class LauncherSettings:
     warm_start: bool = True
     preload: tuple[str, ...] = ()
     wait_for_free_memory: bool = True
+    backend: str = "local"
+    ray: RaySettings = field(default_factory=lambda: RaySettings())
 
     @property
     def fraction(self) -> float:
@@ -75,7 +84,7 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
     ids: list[str] = []
     for item in items:
         text = str(item).strip()  # an index >= 0 is all digits (True and -1 are not)
-        if not (text.isdigit() or _GPU_UUID.match(text)):
+        if not (text.isdigit() or GPU_UUID.match(text)):
             raise _fail(
                 "gpus",
                 value,
@@ -103,7 +112,9 @@ def defaults() -> dict[str, Any]:
         if f.default is not dataclasses.MISSING:
             values[f.name] = f.default
         elif f.default_factory is not dataclasses.MISSING:
-            values[f.name] = f.default_factory()
+            value = f.default_factory()
+            nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
+            values[f.name] = dataclasses.asdict(value) if nested else value  # type: ignore[arg-type]
     values.pop("_target_")
     return values
 
@@ -164,7 +175,79 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         warm_start=_flag("warm_start", params["warm_start"]),
         wait_for_free_memory=_flag("wait_for_free_memory", params["wait_for_free_memory"]),
         preload=parse_preload(params["preload"]),
+        backend=parse_backend(params["backend"], params["gpus"]),
+        ray=parse_ray(values_of("ray", params["ray"])),
     )
+
+
+BACKENDS = ("local", "ray")
+
+
+def parse_backend(value: Any, gpus: Any) -> str:
+    """hydra.launcher.backend: where jobs run; Ray must be installed to pick it."""
+    import importlib.util
+
+    if value not in BACKENDS:
+        raise _fail("backend", value, f"must be one of {', '.join(BACKENDS)}", "backend=ray")
+    if value == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise LauncherSettingsError(
+                "hydra.launcher.backend=ray: Ray is not installed here; install it with "
+                'pip install "hpsearch[ray]", or use hydra.launcher.backend=local'
+            )
+        if gpus != "auto" and list(gpus if isinstance(gpus, (list, tuple)) else [gpus]):
+            raise _fail(
+                "gpus",
+                gpus,
+                "with backend=ray, Ray assigns each job its GPU: gpus must be auto (the "
+                "cluster's GPUs) or [] (CPU only)",
+                "gpus=auto",
+            )
+    return str(value)
+
+
+def values_of(key: str, given: Any) -> dict[str, Any]:
+    """A nested setting (hydra.launcher.ray): its defaults, overlaid with what was given."""
+    if given is not None and not isinstance(given, Mapping):
+        raise _fail(key, given, "must be a mapping", f"{key}.address=auto")
+    return dict(defaults()[key]) | dict(given or {})
+
+
+_RAY_ADDRESS = re.compile(r"^(auto|ray://\S+|[\w.-]+:\d+)$")
+
+
+def parse_ray(params: Mapping[str, Any]) -> RaySettings:
+    """hydra.launcher.ray: which cluster, what each job holds on it."""
+    unknown = sorted(set(params) - {"address", "num_cpus", "init"})
+    if unknown:
+        raise _fail(f"ray.{unknown[0]}", params[unknown[0]], "is not a setting", "ray.num_cpus=2")
+    address = params["address"]
+    address = "" if address is None else address
+    if not isinstance(address, str) or not (address == "" or _RAY_ADDRESS.match(address)):
+        raise _fail(
+            "ray.address",
+            address,
+            "must be empty (start a Ray for the sweep), auto (join this machine's cluster), "
+            "ray://host:port (a Ray client) or host:port (the head's GCS)",
+            "ray.address=auto",
+        )
+    num_cpus = params["num_cpus"]
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
+        raise _fail("ray.num_cpus", num_cpus, "must be a number > 0", "ray.num_cpus=2")
+    init = params["init"] or {}
+    if not isinstance(init, Mapping):
+        raise _fail(
+            "ray.init", init, "must be a mapping of ray.init arguments", "ray.init.num_gpus=2"
+        )
+    if init and address:
+        raise _fail(
+            "ray.init",
+            dict(init),
+            f"is for the Ray a sweep starts itself (ray.address empty), not for {address!r}: "
+            "a running cluster's resources are set where it was started (ray start)",
+            "ray.address=''",
+        )
+    return RaySettings(address=address, num_cpus=float(num_cpus), init=dict(init))
 
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

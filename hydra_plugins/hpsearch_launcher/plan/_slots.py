@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ._settings import LauncherSettings, LauncherSettingsError
+from ._settings import GPU_UUID, LauncherSettings, LauncherSettingsError
 
 CPU = "cpu"  # the one "device" of a sweep without GPUs; GPU ids are digits or UUIDs
 
@@ -46,8 +46,11 @@ def sweep_devices(
 
 
 def device_label(device: str) -> str:
-    """How the console names a device: `cpu`, `gpu 1`."""
-    return "cpu" if device == CPU else f"gpu {device}"
+    """How the console names a device: `cpu`, `gpu 1`; a place a backend reported (Ray's
+    `0@10.0.0.5/3f2a9c1b`) or a slot group (Ray's `ray:0`) as it is."""
+    if device == CPU:
+        return "cpu"
+    return f"gpu {device}" if device.isdigit() or GPU_UUID.match(device) else device
 
 
 def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:

@@ -1,0 +1,346 @@
+"""The Ray backend: each job a Ray task in a fresh worker process (`max_calls=1`), on any node
+of a Ray cluster. Ray places the tasks: `num_gpus = 1/jobs_per_gpu` packs that many jobs on a
+GPU and sets the worker's CUDA_VISIBLE_DEVICES; hpsearch schedules nothing of its own here.
+
+The sweep's planning and records are the local backend's; only execution differs. The job's
+log files and its run dir are on the sweep dir, which every node must see at the same path (a
+shared filesystem): the sweep writes a mark file there, and a node that does not find it fails
+the job with that reason instead of writing somewhere nobody reads.
+
+Driver side: `ray_execution` connects (or starts a Ray for the sweep), sizes the sweep's slots
+from the cluster's resources, and makes a `RayBackend`. Worker side: `run_on_node`, the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import secrets
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from .. import contract
+from ..plan._settings import LauncherSettings, LauncherSettingsError
+from ..plan._slots import CPU
+from ._backend import (
+    Ending,
+    EnvKey,
+    Execution,
+    JobHandle,
+    JobSpec,
+    Outcome,
+    last_error_line,
+    outcome_of,
+)
+from ._local import file_tail
+
+log = logging.getLogger("hpsearch.launcher")
+
+MARK = ".hpsearch-sweep"  # in the sweep dir: a node that cannot read it does not share it
+END_WAIT_S = 10.0  # after ray.cancel(force=True), how long to wait for the tasks to be gone
+RAY_DEVICE = "ray:"  # the sweep's slot groups on a GPU cluster: "ray:0" .. one per GPU
+# Variables Ray sets per task itself (the GPUs it assigned), or meaningless off this machine.
+_NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side: the first code that runs in the fresh worker Ray made for one job.
+
+
+def run_on_node(
+    task: bytes, job: Mapping[str, Any], env: Mapping[str, str], mark: tuple[str, str]
+) -> tuple[str, bytes]:
+    """Run one job here; return (where it ran, its result pickled as the local backend's).
+
+    The environment goes in before the task is unpickled (which imports the app's modules,
+    TensorFlow included): CUDA, TensorFlow and JAX read it once, at start.
+    """
+    import ray
+
+    gpus = [str(g) for g in ray.get_gpu_ids()]
+    node = ray.get_runtime_context().get_node_id()
+    where = f"{','.join(gpus) or 'cpu'}@{ray.util.get_node_ip_address()}/{node[:8]}"
+    problem = sweep_dir_problem(mark, job["stderr"], job["cwd"])
+    if problem:
+        return where, cloudpickle.dumps(("unreachable", problem))
+    os.environ.update(node_env(env, gpus, contract.nvml_total_mb))
+    sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
+    from ._child import redirect, result_bytes, run_task
+
+    redirect(job["stdout"], job["stderr"])
+    hydra_context, task_function, singleton_state = cloudpickle.loads(task)
+    config = cloudpickle.loads(job["config"])
+    return where, result_bytes(run_task(hydra_context, config, task_function, singleton_state))
+
+
+def node_env(
+    env: Mapping[str, str], gpus: Sequence[str], total_mb: Callable[[str], int | None]
+) -> dict[str, str]:
+    """The job's environment on its node: the sweep's, plus the GPU Ray assigned and, where
+    this node's NVML knows that GPU's size, the job's cap in MB. Without a GPU, CUDA sees none
+    (Ray leaves CUDA_VISIBLE_DEVICES alone for a task that asked for no GPU)."""
+    env = dict(env)
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        return env
+    env[contract.GPU_ID] = ",".join(gpus)
+    fraction = env.get(contract.MEMORY_FRACTION)
+    total = total_mb(gpus[0]) if fraction else None
+    if fraction and total is not None:
+        env[contract.MEMORY_LIMIT_MB] = str(contract.memory_limit_mb(float(fraction), total))
+    return env
+
+
+def sweep_dir_problem(mark: tuple[str, str], stderr_path: str, cwd: str) -> str:
+    """Why this node cannot run a job of the sweep ("" if it can): it has no directory `cwd`
+    (where the sweep started: the job works there, as a local job does, so relative paths
+    mean the same), does not see the sweep dir the sweep wrote its mark in, or cannot write
+    the job's log there. On success the process is in `cwd`."""
+    try:
+        os.chdir(cwd)
+    except OSError as err:
+        return (
+            f"this node has no directory {cwd}, where the sweep started ({err.strerror}): "
+            "relative paths (hydra.sweep.dir, data files) would mean something else here; "
+            "start the sweep from a directory every node mounts at the same path"
+        )
+    path, token = mark
+    try:
+        seen = Path(path).read_text()
+    except OSError as err:
+        seen = f"<{type(err).__name__}>"
+    if seen != token:
+        state = "missing" if seen.startswith("<") else "another sweep's"
+        return (
+            f"this node does not see the sweep dir {Path(path).parent} (the sweep's mark file "
+            f"{Path(path).name} is {state} here): put hydra.sweep.dir on a filesystem every "
+            "node mounts at the same path"
+        )
+    try:
+        with open(stderr_path, "a"):
+            pass
+    except OSError as err:
+        return f"this node cannot write the job's log {stderr_path}: {err}"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side.
+
+
+class RayHandle:
+    """One submitted task; `outcome` resolves when Ray has its result or its failure."""
+
+    def __init__(self, ref: Any, spec: JobSpec) -> None:
+        self.ref = ref
+        self.spec = spec
+        self.outcome: Future[Outcome] = Future()
+        ref.future().add_done_callback(self._resolve)
+
+    def _resolve(self, done: Future[Any]) -> None:
+        try:
+            outcome = self._read(done)
+        except Exception as err:  # never leave the sweep waiting on a future that won't resolve
+            outcome = Outcome(Ending.CRASHED, detail=f"unreadable result: {err!r}")
+        self.outcome.set_result(outcome)
+
+    def _read(self, done: Future[Any]) -> Outcome:
+        from ray import exceptions as rx
+
+        try:
+            where, data = done.result()
+        except rx.TaskCancelledError:
+            return Outcome(Ending.INTERRUPTED, detail="cancelled")
+        except rx.NodeDiedError as err:
+            return Outcome(Ending.LOST, detail=_node_died(err), placement=_died_where(err))
+        except rx.OutOfMemoryError as err:  # Ray's memory monitor killed the worker
+            return Outcome(Ending.KILLED, code=9, last_error=f"Ray: {_first_line(err)}")
+        except rx.WorkerCrashedError:
+            return Outcome(
+                Ending.CRASHED,
+                detail="its Ray worker process died (Ray does not tell the exit status)",
+                last_error=self._err(),
+            )
+        except rx.RayError as err:
+            return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {_first_line(err)}")
+        result = cloudpickle.loads(data)
+        if result[0] == "unreachable":
+            return Outcome(Ending.NOT_STARTED, detail=f"{where}: {result[1]}", placement=where)
+        return outcome_of(result, self._err, placement=where)
+
+    def _err(self) -> str:
+        return last_error_line(self.log_tail())
+
+    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
+        return file_tail(Path(self.spec.stderr_path), max_bytes)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def _node_died(err: BaseException) -> str:
+    """Ray's NodeDiedError, without its advice: "its node was lost (Node IP: ..., node ID: ...)"."""
+    text = " ".join(str(err).split())
+    found = re.search(r"Node IP: [^,]+, node ID: \w+", text)
+    return f"its node was lost ({found.group(0) if found else _first_line(err)})"
+
+
+def _died_where(err: BaseException) -> str:
+    found = re.search(r"Node IP: ([^,]+), node ID: (\w+)", " ".join(str(err).split()))
+    return f"?@{found.group(1)}/{found.group(2)[:8]}" if found else ""
+
+
+def gpu_fraction(share: float) -> float:
+    """A share of a GPU as Ray takes it (4 decimals), rounded down: 7 jobs of 1/7 fit one GPU."""
+    return math.floor(share * 10_000) / 10_000
+
+
+class RayBackend:
+    """Each job a task `run_on_node(...)` with `max_calls=1`: its worker exits after it."""
+
+    def __init__(
+        self, task_payload: bytes, settings: LauncherSettings, on_gpus: bool, mark: tuple[str, str]
+    ) -> None:
+        import ray
+
+        self.ray = ray
+        self.task_ref = ray.put(task_payload)  # shipped once, to each node that needs it
+        self.remote = ray.remote(max_calls=1, max_retries=0)(run_on_node)
+        self.on_gpus = on_gpus
+        self.num_cpus = settings.ray.num_cpus
+        self.mark = mark
+        self.sys_path = [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
+
+    def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
+        shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
+        job = {
+            "config": spec.payload,
+            "stdout": spec.stdout_path,
+            "stderr": spec.stderr_path,
+            "sys_path": self.sys_path,
+            "cwd": os.getcwd(),
+        }
+        ref = self.remote.options(
+            num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
+            num_cpus=self.num_cpus,
+            name=f"hpsearch job {spec.num}",
+        ).remote(self.task_ref, job, shipped, self.mark)
+        return RayHandle(ref, spec)
+
+    def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+        """Ray starts its workers itself (a pool made ahead): nothing to prepare here."""
+
+    def end(self, handles: Sequence[JobHandle], grace: float) -> None:
+        """Cancel the tasks (Ray kills their workers: a running task cannot be asked to stop
+        first), and wait until Ray says each is gone."""
+        from concurrent.futures import wait
+
+        ours = [h for h in handles if isinstance(h, RayHandle)]
+        for handle in ours:
+            self.ray.cancel(handle.ref, force=True)
+        _, left = wait([h.outcome for h in ours], timeout=END_WAIT_S)
+        if left:
+            log.warning(
+                "hpsearch: %d cancelled Ray tasks did not end within %gs", len(left), END_WAIT_S
+            )
+
+    def close(self) -> None:
+        Path(self.mark[0]).unlink(missing_ok=True)
+
+
+def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> Execution:
+    """Join (or start) the Ray cluster, size the slots from its resources, make the backend.
+
+    On a GPU cluster the slots come in groups of jobs_per_gpu, one group per GPU ("ray:0"..):
+    never more jobs at once than the GPUs hold, and a job retried alone takes a whole group.
+    Which GPU and node each job gets is Ray's choice.
+    """
+    import ray
+
+    stop = connect(settings)
+    try:
+        resources = ray.cluster_resources()
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        gpus = int(resources.get("GPU", 0)) if settings.gpus is None else 0
+        backend = RayBackend(task, settings, bool(gpus), write_mark(sweep_dir))
+    except BaseException:
+        stop()
+        raise
+    cpus = resources.get("CPU", 0)
+    if gpus:
+        devices = tuple(f"{RAY_DEVICE}{i}" for i in range(gpus))
+        slots = settings.jobs_per_gpu
+        what = f"{gpus} GPU{'s' * (gpus > 1)}"
+        if cpus // settings.ray.num_cpus < gpus * slots:
+            log.warning(
+                "hpsearch: the cluster's %g CPUs run at most %d jobs of ray.num_cpus=%g at once, "
+                "fewer than its GPUs' %d slots: jobs wait in Ray's queue (and their timeout "
+                "runs); lower hydra.launcher.ray.num_cpus",
+                cpus,
+                cpus // settings.ray.num_cpus,
+                settings.ray.num_cpus,
+                gpus * slots,
+            )
+    else:
+        devices, slots = (CPU,), max(1, int(cpus // settings.ray.num_cpus))
+        what = f"{cpus:g} CPUs"
+
+    def close() -> None:
+        backend.close()
+        stop()
+
+    return Execution(
+        backend,
+        devices,
+        slots,
+        f"Ray ({nodes} node{'s' * (nodes > 1)}, {what})",
+        {},
+        max(1, round(settings.ray.num_cpus)) * slots,
+        close,
+    )
+
+
+def connect(settings: LauncherSettings) -> Callable[[], None]:
+    """ray.init as settings.ray says; return what undoes it (nothing if Ray was already up)."""
+    import ray
+
+    if ray.is_initialized():
+        return lambda: None
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    address = settings.ray.address
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(address="local", include_dashboard=False, **quiet, **settings.ray.init)
+    except Exception as err:
+        if address:
+            raise LauncherSettingsError(
+                f"hydra.launcher.ray.address={address!r}: no Ray cluster reached "
+                f"({type(err).__name__}: {_first_line(err)}); start one (ray start --head), "
+                "set RAY_AUTH_MODE=token if it uses Ray's token authentication (Ray 2.60 "
+                "has it on by default; `auto` finds the token itself), or leave ray.address "
+                "empty for a Ray of the sweep's own"
+            ) from err
+        raise LauncherSettingsError(
+            f"hydra.launcher.ray.init={dict(settings.ray.init)}: Ray did not start "
+            f"({type(err).__name__}: {_first_line(err)})"
+        ) from err
+    return ray.shutdown
+
+
+def write_mark(sweep_dir: Path) -> tuple[str, str]:
+    """A file only this sweep wrote, in its sweep dir: a node that reads it shares the dir."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    path, token = sweep_dir / MARK, secrets.token_hex(16)
+    contract.write_text_atomic(path, token)
+    return os.path.abspath(path), token  # as the user named it: other nodes mount that path

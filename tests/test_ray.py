@@ -1,0 +1,385 @@
+"""hydra.launcher.backend=ray: jobs as Ray tasks, one fresh worker each, on a real Ray.
+
+Ray is real here (a local Ray the sweep starts, or a cluster of two nodes on this machine);
+only the GPUs are declared, so jobs get Ray's CUDA_VISIBLE_DEVICES but no GPU behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from conftest import PROBE, Runner, read_records, wait_no_tagged
+
+from hydra_plugins.hpsearch_launcher import contract
+from hydra_plugins.hpsearch_launcher.execute._backend import Ending, Outcome
+from hydra_plugins.hpsearch_launcher.execute._failures import MAX_LOST_RETRIES, retry_kind
+from hydra_plugins.hpsearch_launcher.execute._ray import (
+    _died_where,
+    _node_died,
+    gpu_fraction,
+    node_env,
+    sweep_dir_problem,
+    write_mark,
+)
+from hydra_plugins.hpsearch_launcher.plan._settings import parse_settings
+from hydra_plugins.hpsearch_launcher.plan._slots import device_label
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+PLACEMENT = re.compile(r"^(?P<gpu>[\d,]+|cpu)@[\d.]+/(?P<node>[0-9a-f]{8})$")
+RAY_TASK = "ray::hpsearch job "  # a Ray worker's process title while it runs one of our jobs
+
+
+# --- pure parts -----------------------------------------------------------------------------
+
+
+def test_the_console_names_rays_places_as_they_are() -> None:
+    assert device_label("0") == "gpu 0"
+    assert device_label("GPU-8a1b") == "gpu GPU-8a1b"
+    assert device_label("cpu") == "cpu"
+    assert device_label("ray:1") == "ray:1"  # a slot group: which GPU is Ray's choice
+    assert device_label("1@10.0.0.5/3f2a9c1b") == "1@10.0.0.5/3f2a9c1b"
+
+
+def test_gpu_fraction_rounds_down_so_that_jobs_per_gpu_fit() -> None:
+    for jobs in range(1, 17):
+        assert jobs * gpu_fraction(1 / jobs) <= 1
+        assert gpu_fraction(1 / jobs) >= 1 / jobs - 1e-4
+    assert gpu_fraction(1.0) == 1.0
+
+
+def test_node_env_takes_the_gpu_ray_assigned_and_caps_it_in_mb() -> None:
+    env = {contract.MEMORY_FRACTION: "0.45", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert node_env(env, ["1"], {"1": 80_000}.get) == env | {
+        contract.GPU_ID: "1",
+        contract.MEMORY_LIMIT_MB: "36000",
+    }
+    # A node whose NVML does not know its GPU: the fraction alone (the job computes the rest).
+    assert node_env(env, ["1"], lambda gpu: None) == env | {contract.GPU_ID: "1"}
+    # No GPU assigned: CUDA sees none (Ray leaves CUDA_VISIBLE_DEVICES alone then).
+    assert node_env({"OMP_NUM_THREADS": "2"}, [], {"0": 1}.get) == {
+        "OMP_NUM_THREADS": "2",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+
+
+def test_a_node_that_does_not_share_the_sweep_dir_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path, token = write_mark(Path("sweep"))
+    assert Path(path).is_absolute()
+    (tmp_path / "sweep" / "x=1").mkdir()
+    log, cwd = "sweep/x=1/stderr.log", str(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a worker starts in some directory of its own
+    assert sweep_dir_problem((path, token), log, cwd) == ""
+    assert Path.cwd() == tmp_path  # it works where the sweep started, as a local job does
+    missing = sweep_dir_problem((str(elsewhere / ".hpsearch-sweep"), token), log, cwd)
+    assert "does not see the sweep dir" in missing and "is missing here" in missing
+    assert "filesystem every node mounts at the same path" in missing
+    other = sweep_dir_problem((path, "another token"), log, cwd)
+    assert "another sweep's" in other
+    unwritable = sweep_dir_problem((path, token), "no/such/stderr.log", cwd)
+    assert unwritable.startswith("this node cannot write the job's log no/such/stderr.log")
+    no_cwd = sweep_dir_problem((path, token), log, str(tmp_path / "not here"))
+    assert no_cwd.startswith(f"this node has no directory {tmp_path / 'not here'}, where the")
+
+
+def test_node_died_error_keeps_the_node_and_drops_rays_advice() -> None:
+    err = ray.exceptions.NodeDiedError(
+        "Task failed because the node it was running on is dead or unavailable. Node IP: "
+        "10.0.0.7, node ID: 44df68e1697a5a40b8877d92097b96edc99f. This can happen if the node "
+        "was preempted, had a hardware failure, or its raylet crashed unexpectedly."
+    )
+    assert (
+        _node_died(err)
+        == "its node was lost (Node IP: 10.0.0.7, node ID: 44df68e1697a5a40b8877d92097b96edc99f)"
+    )
+    assert _died_where(err) == "?@10.0.0.7/44df68e1"
+
+
+def test_a_lost_node_is_retried_apart_from_the_jobs_own_failures() -> None:
+    settings = parse_settings({"max_retries": 0})
+    lost = Outcome(Ending.LOST, detail="its node was lost")
+    for n in range(1, MAX_LOST_RETRIES + 1):
+        assert retry_kind(lost, False, n, 0, settings, lost_attempts=n) == "plain"
+    assert retry_kind(lost, False, 9, 0, settings, lost_attempts=MAX_LOST_RETRIES + 1) is None
+    # Two lost attempts do not use up max_retries=1 for the job's own failure afterwards.
+    raised = Outcome(Ending.RAISED, detail="ValueError: x")
+    once = parse_settings({"max_retries": 1})
+    assert retry_kind(raised, False, 3, 0, once, lost_attempts=2) == "plain"
+    assert retry_kind(raised, False, 4, 0, once, lost_attempts=2) is None
+    assert lost.reason == "its node was lost"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"backend": "slurm"}, "hydra.launcher.backend='slurm': must be one of local, ray"),
+        ({"backend": "ray", "gpus": [0, 1]}, "Ray assigns each job its GPU"),
+        ({"ray": {"address": "http://head:8265"}}, "must be empty (start a Ray for the sweep)"),
+        ({"ray": {"num_cpus": 0}}, "hydra.launcher.ray.num_cpus=0: must be a number > 0"),
+        ({"ray": {"address": "auto", "init": {"num_gpus": 2}}}, "a running cluster's resources"),
+        ({"ray": {"adress": "auto"}}, "hydra.launcher.ray.adress='auto': is not a setting"),
+    ],
+)
+def test_bad_ray_settings_are_named(params: dict, message: str) -> None:
+    with pytest.raises(Exception, match=re.escape(message)):
+        parse_settings(params)
+
+
+def test_ray_addresses_accepted() -> None:
+    for address in ("", "auto", "ray://head:10001", "10.0.0.1:6379"):
+        assert (
+            parse_settings({"backend": "ray", "ray": {"address": address}}).ray.address == address
+        )
+
+
+# --- a local Ray the sweep starts -----------------------------------------------------------
+
+
+def _intervals_overlap(records: list[dict]) -> int:
+    """The most jobs running at one moment among `records` (their start..end)."""
+    events = sorted([(r["start"], 1) for r in records] + [(r["end"], -1) for r in records])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.slow
+def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
+    launch_app, marks: Path, tmp_path: Path
+) -> None:
+    from apps.probe import probe
+
+    jobs = [[f"x={x}", "sleep=1.0"] for x in range(8)]
+    jobs[4] = ["x=4", "mode=stderr_oom_once"]  # out of memory once: again alone, whole GPU
+    jobs[5] = ["x=5", "mode=raise"]
+    jobs[6] = ["x=6", "mode=exit"]
+    jobs[7] = ["x=7", "mode=hang"]
+    returns = launch_app(
+        PROBE.parent / "conf",
+        "probe",
+        probe,
+        jobs,
+        "hydra.launcher.backend=ray",
+        "hydra.launcher.jobs_per_gpu=2",
+        "hydra.launcher.timeout=15",
+        "+hydra.launcher.ray.init.num_gpus=2",
+        "+hydra.launcher.ray.init.num_cpus=4",
+    )
+    assert not ray.is_initialized()  # the sweep's own Ray was stopped after it
+    # One JobReturn per job, in input order.
+    assert [r.overrides[0] for r in returns] == [job[0] for job in jobs]
+    assert [r.status.name for r in returns] == ["COMPLETED"] * 5 + ["FAILED"] * 3
+    assert [r.return_value for r in returns[:5]] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    records = read_records(marks)
+    assert [r["x"] for r in records] == [0, 1, 2, 3, 4]
+    # Ray's GPU assignment, never more than 2 jobs per GPU at once, a fresh process per job.
+    assert {r["cuda"] for r in records} <= {"0", "1"}
+    for gpu in ("0", "1"):
+        assert _intervals_overlap([r for r in records if r["cuda"] == gpu]) <= 2
+    assert len({r["pid"] for r in records}) == 5
+    assert [r["fraction"] for r in records] == ["0.45"] * 4 + ["0.95"]
+    alone = records[4]  # its retry held a whole GPU (num_gpus=1): no other job on it meanwhile
+    assert not [r for r in records[:4] if r["cuda"] == alone["cuda"] and r["end"] > alone["start"]]
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
+    assert list(table["status"]) == ["completed"] * 5 + ["failed", "failed", "timeout"]
+    for row, record in zip(table.head(5).itertuples(), records, strict=True):
+        found = PLACEMENT.match(row.device)
+        assert found and found["gpu"] == record["cuda"], row.device
+        assert record["node"].startswith(found["node"])
+    assert table["attempts"][4] == 2
+    assert table["error"][4].startswith("attempt 1 (")
+    assert "out of memory: its Ray worker process died" in table["error"][4]
+    assert table["error"][5] == "ValueError: probe asked to raise"
+    assert table["error"][6] == "exited with status 3"
+    assert table["error"][7].startswith("timed out after 15s")
+    for name in ("sleep=1.0,x=0", "mode=raise,x=5", "mode=hang,x=7"):
+        assert (tmp_path / "sweep" / name / "stdout.log").exists()
+    stderr = (tmp_path / "sweep" / "mode=raise,x=5" / "stderr.log").read_text()
+    assert "ValueError: probe asked to raise" in stderr  # the traceback, where users look
+    assert not (tmp_path / "sweep" / ".hpsearch-sweep").exists()
+    # Each worker was used once and is gone; the hang job's grandchild went with its worker.
+    time.sleep(1)
+    assert not [r["pid"] for r in records if psutil.pid_exists(r["pid"])]
+    assert not _processes_with(RAY_TASK)
+    assert not _processes_with("time.sleep(600)")  # the hang job's grandchild
+
+
+def _processes_with(text: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if text in " ".join(proc.cmdline()) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+# --- two nodes on this machine --------------------------------------------------------------
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[tuple[Cluster, object]]:
+    """A Ray cluster: the head and one more node, each with 2 CPUs and 1 declared GPU."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+    node = cluster.add_node(num_cpus=2, num_gpus=1)
+    cluster.wait_for_nodes()
+    yield cluster, node
+    cluster.shutdown()
+
+
+def _wait_for(predicate, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {within}s for {what}")
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
+    runner: Runner, marks: Path, tmp_path: Path, two_nodes: tuple[Cluster, object]
+) -> None:
+    cluster, node = two_nodes
+    (marks / "hold").touch()  # jobs x >= 4 wait at their start until it is removed
+    proc = runner.popen(
+        [
+            *runner.probe_sweep(marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
+            "hydra.launcher.backend=ray",
+            "hydra.launcher.ray.address=auto",
+            "hydra.launcher.jobs_per_gpu=2",
+        ],
+        env={"RAY_ADDRESS": cluster.address},
+    )
+    try:
+        # Jobs 0-3 end; jobs 4-7 then hold the 4 slots: 2 on each node's GPU.
+        _wait_for(lambda: all((marks / f"start-{n}").exists() for n in range(4, 8)), 90, "jobs 4-7")
+        cluster.remove_node(node, allow_graceful=False)  # its raylet and workers killed
+        (marks / "hold").unlink()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    lost_node = node.node_id
+    head = cluster.head_node.node_id
+    records = read_records(marks)
+    assert {r["node"] for r in records if r["x"] < 4} == {head, lost_node}  # both nodes ran jobs
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
+    assert list(table["status"]) == ["completed"] * 8
+    again = table[table["attempts"] == 2]
+    assert len(again) == 2, table.to_string()  # exactly the lost node's two held jobs
+    for row in again.itertuples():
+        assert "its node was lost (Node IP: " in row.error and f"node ID: {lost_node}" in row.error
+        assert row.device.endswith(head[:8])  # and ran again on the head
+    assert (table["attempts"] == 1).sum() == 6
+    assert "retrying (its node was lost" in out
+    # The same sweep again, on what is left of the cluster: every job resumed from results.csv.
+    again_run = runner.run(
+        [
+            *runner.probe_sweep(marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
+            "hydra.launcher.backend=ray",
+            "hydra.launcher.ray.address=auto",
+            "hydra.launcher.jobs_per_gpu=2",
+        ],
+        env={"RAY_ADDRESS": cluster.address},
+        timeout=120,
+    )
+    assert again_run.returncode == 0, again_run.stdout
+    assert "8/8 finished (0 done, 0 failed, 8 resumed)" in again_run.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
+    runner: Runner, marks: Path, tmp_path: Path, signum: int
+) -> None:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+    try:
+        proc = runner.popen(
+            [
+                *runner.probe_sweep(marks, "x=range(4)", "mode=hang"),
+                "hydra.launcher.backend=ray",
+                "hydra.launcher.ray.address=auto",
+                "hydra.launcher.jobs_per_gpu=2",
+            ],
+            env={"RAY_ADDRESS": cluster.address},
+        )
+        _wait_for(
+            lambda: (marks / "start-0").exists() and (marks / "start-1").exists(), 60, "2 jobs"
+        )
+        _wait_for(lambda: len(_processes_with("time.sleep(600)")) >= 2, 30, "2 grandchildren")
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signum, out
+        table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+        assert sorted(table["status"]) == ["interrupted"] * 2, table.to_string()
+        # Nothing of the sweep is left: no task running, its workers and their children gone,
+        # and the cluster's GPU all free again (asked by a new driver).
+        _wait_for(lambda: not _processes_with(RAY_TASK), 15, "the sweep's Ray workers to end")
+        assert not _processes_with("time.sleep(600)")
+        free = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import json, ray; ray.init(address={cluster.address!r}, "
+                "logging_level='ERROR'); print(json.dumps(ray.available_resources()))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        available = json.loads(free.stdout.strip().splitlines()[-1])
+        assert available.get("GPU") == 1.0, free.stdout + free.stderr
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_leaves_nothing_of_its_own_ray(runner: Runner, marks: Path) -> None:
+    """SIGKILL gives the sweep no chance to stop anything: the Ray it started (its reaper)
+    ends the raylet, the workers and the jobs' children by itself."""
+    proc = runner.popen(
+        [*runner.probe_sweep(marks, "x=1,2", "mode=hang"), "hydra.launcher.backend=ray"]
+    )
+    _wait_for(lambda: len(_processes_with("time.sleep(600)")) >= 2, 60, "2 jobs' grandchildren")
+    assert len(_processes_with(RAY_TASK)) == 2
+    proc.kill()
+    proc.communicate(timeout=30)
+    left = wait_no_tagged(runner.tag, within=30)  # every process of it carries the tag
+    assert not left, [p.cmdline()[:2] for p in left]
+
+
+@pytest.mark.slow
+def test_an_unreachable_cluster_is_one_line(runner: Runner, marks: Path) -> None:
+    result = runner.run(
+        [
+            *runner.probe_sweep(marks, "x=1,2"),
+            "hydra.launcher.backend=ray",
+            "hydra.launcher.ray.address=auto",
+        ],
+        env={"RAY_ADDRESS": "", "RAY_TMPDIR": str(marks)},  # no cluster recorded there
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout
+    assert "hpsearch: error: hydra.launcher.ray.address='auto': no Ray cluster reached" in (
+        result.stdout
+    )
+    assert "Traceback" not in result.stdout
