@@ -2,6 +2,7 @@
 
     python bench/launchers.py                 # every workload below (about 15 minutes here)
     python bench/launchers.py --only tf8 sleep16 --repeats 2
+    python bench/launchers.py --only tf8 --contenders "hpsearch warm" "hpsearch ray"
 
 Workloads (2 slots each; a "slot" is what a GPU box would give one job):
   tf8, tf3     8 jobs that import TensorFlow, build a model and hold the "GPU" 8 s / 3 s
@@ -13,7 +14,8 @@ Workloads (2 slots each; a "slot" is what a GPU box would give one job):
                starts (from launch() being called), the sweep process's peak RSS and its
                own CPU time per job
 
-Contenders: hpsearch warm (default), hpsearch cold (warm_start=false), Hydra's basic launcher
+Contenders: hpsearch warm (default), hpsearch cold (warm_start=false), hpsearch ray
+(backend=ray, a Ray of the sweep's own with 2 CPUs), Hydra's basic launcher
 (one job at a time, in the sweep process: skipped where that takes over a minute),
 hydra-joblib-launcher (reuses worker processes),
 hydra-submitit-launcher's local executor (a fresh process per job; it has no slot limit, so
@@ -106,6 +108,13 @@ def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]]
     return {
         "hpsearch warm": command(*ours),
         "hpsearch cold": command(*ours, "hydra.launcher.warm_start=false"),
+        # A Ray the sweep starts on this machine, with SLOTS CPUs: Ray's own pool of started
+        # workers, one fresh worker per job (its start-up counts: the sweep's own Ray).
+        "hpsearch ray": command(
+            *ours, "hydra.launcher.backend=ray", f"+hydra.launcher.ray.init.num_cpus={SLOTS}"
+        )
+        if _installed("ray")
+        else None,
         "joblib": command("hydra/launcher=joblib", f"hydra.launcher.n_jobs={SLOTS}"),
         "basic": command("hydra/launcher=basic") if w.jobs * w.hold <= 64 else None,
         # It starts every job at once: more than 8 TensorFlow processes would not fit in RAM.
@@ -172,7 +181,7 @@ def cold_start(w: Workload, work: Path) -> float:
     return time.monotonic() - started
 
 
-def bench_workload(w: Workload, repeats: int, work: Path) -> None:
+def bench_workload(w: Workload, repeats: int, work: Path, only: list[str] | None) -> None:
     cold = cold_start(w, work)
     ideal = cold + w.jobs * w.hold / SLOTS
     print(f"\n## {w.name}: {w.jobs} jobs, mode={w.mode}, hold {w.hold:g} s, {SLOTS} slots")
@@ -181,6 +190,8 @@ def bench_workload(w: Workload, repeats: int, work: Path) -> None:
     print("|---|---|---|---|")
     results: dict[str, float] = {}
     for name, make in contenders(w).items():
+        if only and name not in only:
+            continue
         if make is None:
             print(f"| {name} | skipped: not installed, or unfit (see the docstring) | | |")
             continue
@@ -278,6 +289,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--contenders", nargs="*", default=None, help="e.g. 'hpsearch warm'")
     args = parser.parse_args()
     chosen = args.only or [*WORKLOADS, "digits4", "scale"]
     version = sys.version.split()[0]
@@ -286,7 +298,7 @@ def main() -> None:
         work = Path(tmp)
         for name in chosen:
             if name in WORKLOADS:
-                bench_workload(WORKLOADS[name], args.repeats, work)
+                bench_workload(WORKLOADS[name], args.repeats, work, args.contenders)
             elif name == "digits4":
                 bench_digits(args.repeats, work)
             elif name == "scale":

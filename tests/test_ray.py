@@ -222,6 +222,35 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert not _processes_with("time.sleep(600)")  # the hang job's grandchild
 
 
+@pytest.mark.slow
+def test_the_timeout_counts_from_the_start_on_a_node_not_from_rays_queue(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """One CPU for three GPU slots: the jobs run one after the other, the third one waiting
+    in Ray's queue for about two jobs' time. Each runs ~3.5 s, under the 8 s timeout; counted
+    from submission, the third would pass it."""
+    result = runner.run(
+        [
+            *runner.probe_sweep(marks, "x=1,2,3", "sleep=3"),
+            "hydra.launcher.backend=ray",
+            "hydra.launcher.jobs_per_gpu=3",
+            "hydra.launcher.timeout=8",
+            "+hydra.launcher.ray.init.num_gpus=1",
+            "+hydra.launcher.ray.init.num_cpus=1",
+        ],
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "run at most 1 jobs of ray.num_cpus=1 at once, fewer than its GPUs' 3 slots" in (
+        result.stdout
+    )
+    records = read_records(marks)
+    assert _intervals_overlap(records) == 1  # one at a time: each waited for the one before
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert list(table["status"]) == ["completed"] * 3, table.to_string()
+    assert not (tmp_path / "sweep" / ".hpsearch-sweep.started").exists()
+
+
 def _processes_with(text: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():

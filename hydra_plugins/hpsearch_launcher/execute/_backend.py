@@ -137,6 +137,10 @@ class JobHandle(Protocol):
 
     outcome: Future[Outcome]
 
+    def started_at(self) -> float | None:
+        """When (time.monotonic) the job began to run; None while it waits for a place."""
+        ...
+
     def log_tail(self, max_bytes: int = 64 * 1024) -> str:
         """The end of what the job wrote to stderr."""
         ...

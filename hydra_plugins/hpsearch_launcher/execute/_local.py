@@ -82,11 +82,15 @@ class LocalHandle:
         self.spec = spec
         self.result_path = result_path
         self.outcome: Future[Outcome] = Future()
+        self._started = time.monotonic()  # its process exists: it runs
         threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def started_at(self) -> float:
+        return self._started
 
     def _watch(self) -> None:
         code = self.proc.wait()

@@ -18,7 +18,9 @@ import math
 import os
 import re
 import secrets
+import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -70,6 +72,7 @@ def run_on_node(
     problem = sweep_dir_problem(mark, job["stderr"], job["cwd"])
     if problem:
         return where, cloudpickle.dumps(("unreachable", problem))
+    Path(job["started"]).touch()  # the sweep's clock for hydra.launcher.timeout starts now
     os.environ.update(node_env(env, gpus, contract.nvml_total_mb))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     from ._child import redirect, result_bytes, run_task
@@ -138,11 +141,20 @@ def sweep_dir_problem(mark: tuple[str, str], stderr_path: str, cwd: str) -> str:
 class RayHandle:
     """One submitted task; `outcome` resolves when Ray has its result or its failure."""
 
-    def __init__(self, ref: Any, spec: JobSpec) -> None:
+    def __init__(self, ref: Any, spec: JobSpec, started_file: Path) -> None:
         self.ref = ref
         self.spec = spec
+        self.started_file = started_file  # the worker creates it when the job begins
+        self._started: float | None = None
         self.outcome: Future[Outcome] = Future()
         ref.future().add_done_callback(self._resolve)
+
+    def started_at(self) -> float | None:
+        """When the sweep first saw the job's start file (a Ray task may wait in Ray's queue
+        for a place first); on a shared filesystem, a second or so late at worst."""
+        if self._started is None and (self.outcome.done() or self.started_file.exists()):
+            self._started = time.monotonic()
+        return self._started
 
     def _resolve(self, done: Future[Any]) -> None:
         try:
@@ -218,11 +230,15 @@ class RayBackend:
         self.on_gpus = on_gpus
         self.num_cpus = settings.ray.num_cpus
         self.mark = mark
+        self.started_dir = Path(f"{mark[0]}.started")  # the jobs' start files
+        self.started_dir.mkdir(exist_ok=True)
         self.sys_path = [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
         shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
+        started = self.started_dir / f"{spec.num}-{spec.attempt}"
         job = {
+            "started": str(started),
             "config": spec.payload,
             "stdout": spec.stdout_path,
             "stderr": spec.stderr_path,
@@ -234,7 +250,7 @@ class RayBackend:
             num_cpus=self.num_cpus,
             name=f"hpsearch job {spec.num}",
         ).remote(self.task_ref, job, shipped, self.mark)
-        return RayHandle(ref, spec)
+        return RayHandle(ref, spec, started)
 
     def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
         """Ray starts its workers itself (a pool made ahead): nothing to prepare here."""
@@ -255,6 +271,7 @@ class RayBackend:
 
     def close(self) -> None:
         Path(self.mark[0]).unlink(missing_ok=True)
+        shutil.rmtree(self.started_dir, ignore_errors=True)
 
 
 def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> Execution:
@@ -283,8 +300,8 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
         if cpus // settings.ray.num_cpus < gpus * slots:
             log.warning(
                 "hpsearch: the cluster's %g CPUs run at most %d jobs of ray.num_cpus=%g at once, "
-                "fewer than its GPUs' %d slots: jobs wait in Ray's queue (and their timeout "
-                "runs); lower hydra.launcher.ray.num_cpus",
+                "fewer than its GPUs' %d slots: the others wait in Ray's queue; lower "
+                "hydra.launcher.ray.num_cpus to run them",
                 cpus,
                 cpus // settings.ray.num_cpus,
                 settings.ray.num_cpus,

@@ -175,9 +175,7 @@ class Sweep:
         run.attempts += 1
         env = self._env(device, whole=run.whole)
         run.started, run.started_wall = time.monotonic(), time.time()
-        run.deadline = (
-            None if self.settings.timeout is None else run.started + self.settings.timeout
-        )
+        run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
             run.dir = run.dir or self._claim_dir(job)
             spec = JobSpec(
@@ -240,6 +238,7 @@ class Sweep:
         return path
 
     def _wait(self) -> None:
+        self._set_deadlines()
         now = time.monotonic()
         deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
         timeout = min([POLL_S, *(max(0.0, d - now) for d in deadlines)])
@@ -260,6 +259,16 @@ class Sweep:
                 "its process tree was killed"
             )
             self._finish(run, Outcome(Ending.TIMED_OUT, detail=detail))
+
+    def _set_deadlines(self) -> None:
+        """hydra.launcher.timeout counts from when a job began running, as its backend says."""
+        if self.settings.timeout is None:
+            return
+        for run in self.running.values():
+            if run.deadline is None and run.handle is not None:
+                began = run.handle.started_at()
+                if began is not None:
+                    run.deadline = began + self.settings.timeout
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
