@@ -168,3 +168,27 @@ def test_nvml_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     assert contract.nvml_total_mb("3") is None  # a GPU NVML does not know
     monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml(init_fails=True))
     assert contract.nvml_total_mb("0") is None and contract.nvml_memory("0", []) is None
+
+
+def test_a_missing_gpu_stops_the_sweep_before_results_csv_is_touched(
+    launch_app, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """resume=false sets an earlier results.csv aside, but only for a sweep that will run:
+    a GPU this machine does not have is found first."""
+    Plugins.instance()  # Hydra's first scan re-executes contract.py: patch after it
+    monkeypatch.setattr(contract, "nvml_gpu_ids", lambda: ["0", "1"])
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "results.csv").write_text("job,x,status\n0,1,completed\n")
+    with pytest.raises(SystemExit, match="2"):
+        launch_app(
+            PROBE.parent / "conf",
+            "probe",
+            probe,
+            [["x=1"]],
+            "hydra.launcher.gpus=[0,7]",
+            "hydra.launcher.resume=false",
+        )
+    assert "no GPU 7 on this machine (NVML sees 0, 1)" in capsys.readouterr().err
+    assert (sweep / "results.csv").read_text() == "job,x,status\n0,1,completed\n"
+    assert not (sweep / "results.csv.bak").exists()

@@ -42,26 +42,27 @@ def launch(
     config: DictConfig = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     settings = parse_settings(launcher.params)
-    sweep_dir = Path(str(config.hydra.sweep.dir))
-    if launcher.records is None:
-        launcher.records = open_records(sweep_dir, settings)
-    recorder: Recorder = launcher.records
-    jobs = compose_jobs(
-        launcher,
-        job_overrides,
-        recorder.first_new_job + initial_job_idx,
-        recorder.resumable() if settings.resume else {},
-    )
     task = cloudpickle.dumps(
         (launcher.hydra_context, launcher.task_function, Singleton.get_state())
     )
-    if settings.backend == "ray":
-        from .execute._ray import ray_execution
-
-        execution = ray_execution(settings, task, sweep_dir)
-    else:
-        execution = local_execution(settings, task)
+    # This machine's devices are checked before results.csv is touched; a Ray cluster is
+    # joined only once every job's config has been found good.
+    execution = local_execution(settings, task) if settings.backend == "local" else None
     try:
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        if launcher.records is None:
+            launcher.records = open_records(sweep_dir, settings)
+        recorder: Recorder = launcher.records
+        jobs = compose_jobs(
+            launcher,
+            job_overrides,
+            recorder.first_new_job + initial_job_idx,
+            recorder.resumable() if settings.resume else {},
+        )
+        if execution is None:
+            from .execute._ray import ray_execution
+
+            execution = ray_execution(settings, task, sweep_dir)
         per = "" if execution.devices == (CPU,) else " per GPU"
         log.info(
             "hpsearch: %d jobs on %s, %d at a time%s; sweep dir %s",
@@ -83,7 +84,8 @@ def launch(
         )
         returns = sweep.run()
     finally:
-        execution.close()
+        if execution is not None:
+            execution.close()
     if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(jobs)):
         # The sweeper is about to raise the first failure: show the whole picture first (the
         # end-of-sweep callback that prints it otherwise will not run).
