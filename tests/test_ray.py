@@ -265,6 +265,16 @@ def _processes_with(text: str) -> list[psutil.Process]:
 # --- two nodes on this machine --------------------------------------------------------------
 
 
+def on_cluster(runner: Runner, marks: Path, *args: str) -> list[str]:
+    """A probe sweep on the cluster its RAY_ADDRESS names, 2 jobs per GPU."""
+    return [
+        *runner.probe_sweep(marks, *args),
+        "hydra.launcher.backend=ray",
+        "hydra.launcher.ray.address=auto",
+        "hydra.launcher.jobs_per_gpu=2",
+    ]
+
+
 @pytest.fixture
 def two_nodes() -> Iterator[tuple[Cluster, object]]:
     """A Ray cluster: the head and one more node, each with 2 CPUs and 1 declared GPU."""
@@ -290,12 +300,7 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
     cluster, node = two_nodes
     (marks / "hold").touch()  # jobs x >= 4 wait at their start until it is removed
     proc = runner.popen(
-        [
-            *runner.probe_sweep(marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
-            "hydra.launcher.backend=ray",
-            "hydra.launcher.ray.address=auto",
-            "hydra.launcher.jobs_per_gpu=2",
-        ],
+        on_cluster(runner, marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
         env={"RAY_ADDRESS": cluster.address},
     )
     try:
@@ -322,17 +327,44 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
     assert "retrying (its node was lost" in out
     # The same sweep again, on what is left of the cluster: every job resumed from results.csv.
     again_run = runner.run(
-        [
-            *runner.probe_sweep(marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
-            "hydra.launcher.backend=ray",
-            "hydra.launcher.ray.address=auto",
-            "hydra.launcher.jobs_per_gpu=2",
-        ],
+        on_cluster(runner, marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
         env={"RAY_ADDRESS": cluster.address},
         timeout=120,
     )
     assert again_run.returncode == 0, again_run.stdout
     assert "8/8 finished (0 done, 0 failed, 8 resumed)" in again_run.stdout
+
+
+@pytest.mark.slow
+def test_a_node_that_joins_mid_sweep_takes_jobs(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+    try:
+        (marks / "hold").touch()  # every job waits at its start until it is removed
+        proc = runner.popen(
+            on_cluster(runner, marks, "x=range(6)"),
+            env={"RAY_ADDRESS": cluster.address},
+        )
+        try:
+            _wait_for(lambda: len(list(marks.glob("start-*"))) == 2, 60, "the head's 2 jobs")
+            time.sleep(1)
+            assert len(list(marks.glob("start-*"))) == 2  # one GPU: 2 slots, no more
+            joined = cluster.add_node(num_cpus=2, num_gpus=1)
+            _wait_for(lambda: len(list(marks.glob("start-*"))) == 4, 60, "2 jobs on the new node")
+            (marks / "hold").unlink()
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, out
+        assert "the cluster grew: 4 jobs at a time (2 before)" in out
+        records = read_records(marks)
+        assert joined.node_id in {r["node"] for r in records}
+        assert _intervals_overlap(records) == 4
+        table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+        assert list(table["status"]) == ["completed"] * 6
+    finally:
+        cluster.shutdown()
 
 
 @pytest.mark.slow
@@ -343,12 +375,7 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
     try:
         proc = runner.popen(
-            [
-                *runner.probe_sweep(marks, "x=range(4)", "mode=hang"),
-                "hydra.launcher.backend=ray",
-                "hydra.launcher.ray.address=auto",
-                "hydra.launcher.jobs_per_gpu=2",
-            ],
+            on_cluster(runner, marks, "x=range(4)", "mode=hang"),
             env={"RAY_ADDRESS": cluster.address},
         )
         _wait_for(

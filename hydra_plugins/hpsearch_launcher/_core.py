@@ -81,6 +81,7 @@ def launch(
             execution.memory_total,
             execution.cores,
             execution.memory_query,
+            execution.refresh,
         )
         returns = sweep.run()
     finally:

@@ -181,3 +181,5 @@ class Execution:
     close: Callable[[], None]
     # Asks a GPU's free memory (slots wait for it); None: never asked.
     memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None
+    # The devices and slots there are now (a cluster that gained nodes); None: fixed.
+    refresh: Callable[[], tuple[tuple[str, ...], int]] | None = None

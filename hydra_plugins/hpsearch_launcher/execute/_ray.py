@@ -275,29 +275,23 @@ class RayBackend:
 
 
 def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> Execution:
-    """Join (or start) the Ray cluster, size the slots from its resources, make the backend.
-
-    On a GPU cluster the slots come in groups of jobs_per_gpu, one group per GPU ("ray:0"..):
-    never more jobs at once than the GPUs hold, and a job retried alone takes a whole group.
-    Which GPU and node each job gets is Ray's choice.
-    """
+    """Join (or start) the Ray cluster, size the slots from its resources (again as nodes
+    join: `refresh`), make the backend. Which GPU and node each job gets is Ray's choice."""
     import ray
 
     stop = connect(settings)
     try:
-        resources = ray.cluster_resources()
+        on_gpus = settings.gpus is None and bool(ray.cluster_resources().get("GPU"))
+        devices, slots = cluster_slots(ray.cluster_resources(), settings, on_gpus)
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        gpus = int(resources.get("GPU", 0)) if settings.gpus is None else 0
-        backend = RayBackend(task, settings, bool(gpus), write_mark(sweep_dir))
+        backend = RayBackend(task, settings, on_gpus, write_mark(sweep_dir))
     except BaseException:
         stop()
         raise
-    cpus = resources.get("CPU", 0)
-    if gpus:
-        devices = tuple(f"{RAY_DEVICE}{i}" for i in range(gpus))
-        slots = settings.jobs_per_gpu
-        what = f"{gpus} GPU{'s' * (gpus > 1)}"
-        if cpus // settings.ray.num_cpus < gpus * slots:
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if on_gpus:
+        what = f"{len(devices)} GPU{'s' * (len(devices) > 1)}"
+        if cpus // settings.ray.num_cpus < len(devices) * slots:
             log.warning(
                 "hpsearch: the cluster's %g CPUs run at most %d jobs of ray.num_cpus=%g at once, "
                 "fewer than its GPUs' %d slots: the others wait in Ray's queue; lower "
@@ -305,10 +299,9 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
                 cpus,
                 cpus // settings.ray.num_cpus,
                 settings.ray.num_cpus,
-                gpus * slots,
+                len(devices) * slots,
             )
     else:
-        devices, slots = (CPU,), max(1, int(cpus // settings.ray.num_cpus))
         what = f"{cpus:g} CPUs"
 
     def close() -> None:
@@ -323,7 +316,20 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
         {},
         max(1, round(settings.ray.num_cpus)) * slots,
         close,
+        refresh=lambda: cluster_slots(ray.cluster_resources(), settings, on_gpus),
     )
+
+
+def cluster_slots(
+    resources: Mapping[str, float], settings: LauncherSettings, on_gpus: bool
+) -> tuple[tuple[str, ...], int]:
+    """The sweep's slots on a cluster with these resources: on GPUs, a group of jobs_per_gpu
+    per GPU ("ray:0", ...: never more jobs at once than the GPUs hold, and a job retried
+    alone takes a whole group); without, the CPUs / ray.num_cpus on one device."""
+    if on_gpus:
+        gpus = max(1, int(resources.get("GPU", 0)))
+        return tuple(f"{RAY_DEVICE}{i}" for i in range(gpus)), settings.jobs_per_gpu
+    return (CPU,), max(1, int(resources.get("CPU", 0) // settings.ray.num_cpus))
 
 
 def connect(settings: LauncherSettings) -> Callable[[], None]:

@@ -37,6 +37,7 @@ log = logging.getLogger("hpsearch.launcher")
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
 MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free memory
+REFRESH_S = 5.0  # how often a cluster is asked whether it has more room (nodes that joined)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Sweep:
         memory_total: dict[str, int | None],
         cpu_count: int,
         memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None,
+        refresh: Callable[[], tuple[tuple[str, ...], int]] | None = None,
     ) -> None:
         self.jobs = jobs
         self.queue = deque(Run(job) for job in jobs if job.previous is None)
@@ -82,6 +84,8 @@ class Sweep:
         self.cpu_count = cpu_count
         self.memory_query = memory_query  # None: slots never wait for free memory
         self._memory_asked = -MEMORY_POLL_S
+        self.refresh = refresh  # None: the devices are fixed
+        self._refreshed = time.monotonic()
         self.stop = StopRequest()
         self._envs: dict[str, dict[str, str]] = {}  # each device's slot environment
         self._state = SweepState(total=len(jobs), slots=len(pool.devices) * pool.slots)
@@ -97,6 +101,7 @@ class Sweep:
             with stop_on_signals() as self.stop:
                 while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
                     self._check_memory()
+                    self._grow()
                     self._start_ready()
                     if self.settings.warm_start:
                         self.backend.prepare(self._spares_wanted())
@@ -158,6 +163,24 @@ class Sweep:
                 )
             self.pool.short.add(device)
             self._state.waiting[device] = note
+
+    def _grow(self) -> None:
+        """Take on the room a cluster gained (nodes that joined) while jobs still queue."""
+        now = time.monotonic()
+        if self.refresh is None or not self.queue or now - self._refreshed < REFRESH_S:
+            return
+        self._refreshed = now
+        try:
+            devices, slots = self.refresh()
+        except Exception as err:  # the cluster could not say: go on with what there is
+            log.warning("hpsearch: could not ask the cluster for its size: %r", err)
+            return
+        before = len(self.pool.devices) * self.pool.slots
+        self.pool.grow(devices, slots)
+        after = len(self.pool.devices) * self.pool.slots
+        if after > before:
+            self._state.slots = after
+            log.info("hpsearch: the cluster grew: %d jobs at a time (%d before)", after, before)
 
     def _start_ready(self) -> None:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the

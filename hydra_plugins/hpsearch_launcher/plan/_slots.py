@@ -75,6 +75,14 @@ class SlotPool:
         self.short: set[str] = set()  # GPUs without a job's memory share free (other users)
         self._next = 0  # where the round-robin resumes
 
+    def grow(self, devices: Sequence[str] = (), slots: int = 0) -> None:
+        """Take on more devices, or more slots on each (a Ray cluster that gained nodes);
+        never fewer: jobs already placed keep their slots."""
+        added = [d for d in devices if d not in self.busy]
+        self.devices = (*self.devices, *added)
+        self.busy |= dict.fromkeys(added, 0)
+        self.slots = max(self.slots, slots)
+
     def has_free(self) -> bool:
         return any(self._open(d) for d in self.devices)
 

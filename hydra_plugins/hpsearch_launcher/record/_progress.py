@@ -108,7 +108,8 @@ class RichProgress:
         table = Table(show_edge=False)
         table.add_column("device")
         table.add_column("running")
-        for device in self.devices:
+        joined = [d for d in state.running if d not in self.devices]  # a cluster that grew
+        for device in [*self.devices, *joined]:
             names = ", ".join(state.running.get(device, [])) or "-"
             if device in state.waiting:
                 names += f"  [waits for free memory: {state.waiting[device]}]"
