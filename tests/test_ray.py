@@ -251,6 +251,38 @@ def test_the_timeout_counts_from_the_start_on_a_node_not_from_rays_queue(
     assert not (tmp_path / "sweep" / ".hpsearch-sweep.started").exists()
 
 
+@pytest.mark.slow
+def test_a_node_that_does_not_see_the_sweeps_mark_fails_its_jobs_with_the_reason(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """What a node without the shared filesystem meets, made here by another sweep taking
+    the sweep dir's mark mid-sweep: the jobs that start after it fail, naming the fix."""
+    (marks / "hold").touch()
+    proc = runner.popen(
+        [
+            *runner.probe_sweep(marks, "x=range(4)", "sleep=0.5"),
+            "hydra.launcher.backend=ray",
+            "+hydra.launcher.ray.init.num_cpus=2",
+        ]
+    )
+    try:
+        _wait_for(lambda: len(list(marks.glob("start-*"))) == 2, 60, "2 jobs")
+        (tmp_path / "sweep" / ".hpsearch-sweep").write_text("another sweep's token")
+        (marks / "hold").unlink()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, out
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
+    assert list(table["status"]) == ["completed", "completed", "failed", "failed"]
+    for row in table.tail(2).itertuples():
+        assert row.error.startswith("this node does not see the sweep dir "), row.error
+        assert "mark file .hpsearch-sweep is another sweep's here" in row.error
+        assert PLACEMENT.match(row.device), row.device  # the node that could not
+    assert "FAILED cpu@" in out and "does not see the sweep dir" in out
+    assert not (tmp_path / "sweep" / "x=2" / "stderr.log").exists()  # it wrote nothing there
+
+
 def _processes_with(text: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():

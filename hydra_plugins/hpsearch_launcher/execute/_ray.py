@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -173,7 +174,9 @@ class RayHandle:
         except rx.NodeDiedError as err:
             return Outcome(Ending.LOST, detail=_node_died(err), placement=_died_where(err))
         except rx.OutOfMemoryError as err:  # Ray's memory monitor killed the worker
-            return Outcome(Ending.KILLED, code=9, last_error=f"Ray: {_first_line(err)}")
+            return Outcome(
+                Ending.KILLED, code=signal.SIGKILL, last_error=f"Ray: {_first_line(err)}"
+            )
         except rx.WorkerCrashedError:
             return Outcome(
                 Ending.CRASHED,
@@ -184,7 +187,7 @@ class RayHandle:
             return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {_first_line(err)}")
         result = cloudpickle.loads(data)
         if result[0] == "unreachable":
-            return Outcome(Ending.NOT_STARTED, detail=f"{where}: {result[1]}", placement=where)
+            return Outcome(Ending.NOT_STARTED, detail=result[1], placement=where)
         return outcome_of(result, self._err, placement=where)
 
     def _err(self) -> str:
