@@ -282,15 +282,11 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
     join: `refresh`), make the backend. Which GPU and node each job gets is Ray's choice."""
     import ray
 
-    stop = connect(settings)
-    try:
-        on_gpus = settings.gpus is None and bool(ray.cluster_resources().get("GPU"))
-        devices, slots = cluster_slots(ray.cluster_resources(), settings, on_gpus)
-        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        backend = RayBackend(task, settings, on_gpus, write_mark(sweep_dir))
-    except BaseException:
-        stop()
-        raise
+    connect(settings)
+    on_gpus = settings.gpus is None and bool(ray.cluster_resources().get("GPU"))
+    devices, slots = cluster_slots(ray.cluster_resources(), settings, on_gpus)
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    backend = RayBackend(task, settings, on_gpus, write_mark(sweep_dir))
     cpus = ray.cluster_resources().get("CPU", 0)
     if on_gpus:
         what = f"{len(devices)} GPU{'s' * (len(devices) > 1)}"
@@ -307,10 +303,6 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
     else:
         what = f"{cpus:g} CPUs"
 
-    def close() -> None:
-        backend.close()
-        stop()
-
     return Execution(
         backend,
         devices,
@@ -318,7 +310,7 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
         f"Ray ({nodes} node{'s' * (nodes > 1)}, {what})",
         {},
         max(1, round(settings.ray.num_cpus)) * slots,
-        close,
+        backend.close,
         refresh=lambda: cluster_slots(ray.cluster_resources(), settings, on_gpus),
     )
 
@@ -335,12 +327,17 @@ def cluster_slots(
     return (CPU,), max(1, int(resources.get("CPU", 0) // settings.ray.num_cpus))
 
 
-def connect(settings: LauncherSettings) -> Callable[[], None]:
-    """ray.init as settings.ray says; return what undoes it (nothing if Ray was already up)."""
+def connect(settings: LauncherSettings) -> None:
+    """ray.init as settings.ray says, unless this process is connected already (an earlier
+    batch of the same sweep: Optuna launches one at a time).
+
+    Ray stays up until this process exits (ray.init's own exit handler stops a Ray it
+    started, and disconnects from a cluster): a sweep of many batches starts it once.
+    """
     import ray
 
     if ray.is_initialized():
-        return lambda: None
+        return
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     address = settings.ray.address
     try:
@@ -361,7 +358,6 @@ def connect(settings: LauncherSettings) -> Callable[[], None]:
             f"hydra.launcher.ray.init={dict(settings.ray.init)}: Ray did not start "
             f"({type(err).__name__}: {_first_line(err)})"
         ) from err
-    return ray.shutdown
 
 
 def write_mark(sweep_dir: Path) -> tuple[str, str]:
