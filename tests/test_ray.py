@@ -172,6 +172,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     jobs[5] = ["x=5", "mode=raise"]
     jobs[6] = ["x=6", "mode=exit"]
     jobs[7] = ["x=7", "mode=hang"]
+    jobs.append(["x=8", "mode=hard_exit"])  # os._exit: the worker dies, Ray says no more
     returns = launch_app(
         PROBE.parent / "conf",
         "probe",
@@ -187,7 +188,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     ray.shutdown()
     # One JobReturn per job, in input order.
     assert [r.overrides[0] for r in returns] == [job[0] for job in jobs]
-    assert [r.status.name for r in returns] == ["COMPLETED"] * 5 + ["FAILED"] * 3
+    assert [r.status.name for r in returns] == ["COMPLETED"] * 5 + ["FAILED"] * 4
     assert [r.return_value for r in returns[:5]] == [0.0, 1.0, 2.0, 3.0, 4.0]
     records = read_records(marks)
     assert [r["x"] for r in records] == [0, 1, 2, 3, 4]
@@ -200,7 +201,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     alone = records[4]  # its retry held a whole GPU (num_gpus=1): no other job on it meanwhile
     assert not [r for r in records[:4] if r["cuda"] == alone["cuda"] and r["end"] > alone["start"]]
     table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
-    assert list(table["status"]) == ["completed"] * 5 + ["failed", "failed", "timeout"]
+    assert list(table["status"]) == ["completed"] * 5 + ["failed", "failed", "timeout", "failed"]
     for row, record in zip(table.head(5).itertuples(), records, strict=True):
         found = PLACEMENT.match(row.device)
         assert found and found["gpu"] == record["cuda"], row.device
@@ -211,6 +212,8 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert table["error"][5] == "ValueError: probe asked to raise"
     assert table["error"][6] == "exited with status 3"
     assert table["error"][7].startswith("timed out after 15s")
+    assert table["error"][8] == "its Ray worker process died (Ray does not tell the exit status)"
+    assert PLACEMENT.match(table["device"][8]), table["device"][8]  # where it died
     for name in ("sleep=1.0,x=0", "mode=raise,x=5", "mode=hang,x=7"):
         assert (tmp_path / "sweep" / name / "stdout.log").exists()
     stderr = (tmp_path / "sweep" / "mode=raise,x=5" / "stderr.log").read_text()

@@ -73,7 +73,9 @@ def run_on_node(
     problem = sweep_dir_problem(mark, job["stderr"], job["cwd"])
     if problem:
         return where, cloudpickle.dumps(("unreachable", problem))
-    Path(job["started"]).touch()  # the sweep's clock for hydra.launcher.timeout starts now
+    # The sweep's clock for hydra.launcher.timeout starts now; and should this process die,
+    # the sweep still knows where it ran.
+    Path(job["started"]).write_text(where)
     os.environ.update(node_env(env, gpus, contract.nvml_total_mb))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     from ._child import redirect, result_bytes, run_task
@@ -175,13 +177,17 @@ class RayHandle:
             return Outcome(Ending.LOST, detail=_node_died(err), placement=_died_where(err))
         except rx.OutOfMemoryError as err:  # Ray's memory monitor killed the worker
             return Outcome(
-                Ending.KILLED, code=signal.SIGKILL, last_error=f"Ray: {_first_line(err)}"
+                Ending.KILLED,
+                code=signal.SIGKILL,
+                last_error=f"Ray: {_first_line(err)}",
+                placement=self._where(),
             )
         except rx.WorkerCrashedError:
             return Outcome(
                 Ending.CRASHED,
                 detail="its Ray worker process died (Ray does not tell the exit status)",
                 last_error=self._err(),
+                placement=self._where(),
             )
         except rx.RayError as err:
             return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {_first_line(err)}")
@@ -192,6 +198,13 @@ class RayHandle:
 
     def _err(self) -> str:
         return last_error_line(self.log_tail())
+
+    def _where(self) -> str:
+        """Where the job ran, as its worker wrote it at its start ("" if it never began)."""
+        try:
+            return self.started_file.read_text()
+        except OSError:
+            return ""
 
     def log_tail(self, max_bytes: int = 64 * 1024) -> str:
         return file_tail(Path(self.spec.stderr_path), max_bytes)
