@@ -212,6 +212,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert table["error"][5] == "ValueError: probe asked to raise"
     assert table["error"][6] == "exited with status 3"
     assert table["error"][7].startswith("timed out after 15s")
+    assert PLACEMENT.match(table["device"][7]), table["device"][7]  # where it hung
     assert table["error"][8] == "its Ray worker process died (Ray does not tell the exit status)"
     assert PLACEMENT.match(table["device"][8]), table["device"][8]  # where it died
     for name in ("sleep=1.0,x=0", "mode=raise,x=5", "mode=hang,x=7"):
@@ -421,8 +422,9 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signum, out
-        table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+        table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
         assert sorted(table["status"]) == ["interrupted"] * 2, table.to_string()
+        assert table["device"].str.match(PLACEMENT.pattern).all()  # where each was stopped
         # Nothing of the sweep is left: no task running, its workers and their children gone,
         # and the cluster's GPU all free again (asked by a new driver).
         _wait_for(lambda: not _processes_with(RAY_TASK), 15, "the sweep's Ray workers to end")

@@ -141,6 +141,10 @@ class JobHandle(Protocol):
         """When (time.monotonic) the job began to run; None while it waits for a place."""
         ...
 
+    def placement(self) -> str:
+        """Where it runs, when the backend chose the place ("" otherwise, or not yet)."""
+        ...
+
     def log_tail(self, max_bytes: int = 64 * 1024) -> str:
         """The end of what the job wrote to stderr."""
         ...

@@ -92,6 +92,9 @@ class LocalHandle:
     def started_at(self) -> float:
         return self._started
 
+    def placement(self) -> str:
+        return ""  # the sweep chose its device
+
     def _watch(self) -> None:
         code = self.proc.wait()
         try:

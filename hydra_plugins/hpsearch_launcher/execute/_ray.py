@@ -180,14 +180,14 @@ class RayHandle:
                 Ending.KILLED,
                 code=signal.SIGKILL,
                 last_error=f"Ray: {_first_line(err)}",
-                placement=self._where(),
+                placement=self.placement(),
             )
         except rx.WorkerCrashedError:
             return Outcome(
                 Ending.CRASHED,
                 detail="its Ray worker process died (Ray does not tell the exit status)",
                 last_error=self._err(),
-                placement=self._where(),
+                placement=self.placement(),
             )
         except rx.RayError as err:
             return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {_first_line(err)}")
@@ -199,7 +199,7 @@ class RayHandle:
     def _err(self) -> str:
         return last_error_line(self.log_tail())
 
-    def _where(self) -> str:
+    def placement(self) -> str:
         """Where the job ran, as its worker wrote it at its start ("" if it never began)."""
         try:
             return self.started_file.read_text()

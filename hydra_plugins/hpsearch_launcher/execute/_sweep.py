@@ -281,7 +281,8 @@ class Sweep:
                 f"timed out after {self.settings.timeout:g}s (hydra.launcher.timeout); "
                 "its process tree was killed"
             )
-            self._finish(run, Outcome(Ending.TIMED_OUT, detail=detail))
+            where = run.handle.placement()
+            self._finish(run, Outcome(Ending.TIMED_OUT, detail=detail, placement=where))
 
     def _set_deadlines(self) -> None:
         """hydra.launcher.timeout counts from when a job began running, as its backend says."""
@@ -376,7 +377,8 @@ class Sweep:
             if future in ended_first:
                 self._finish(run, future.result(), retry=False)
             else:
-                self._finish(run, Outcome(Ending.INTERRUPTED, detail=why))
+                where = run.handle.placement() if run.handle is not None else ""
+                self._finish(run, Outcome(Ending.INTERRUPTED, detail=why, placement=where))
 
     def _abandon(self, err: BaseException) -> None:
         """After an unexpected error: end the running jobs and record them, best effort (the
