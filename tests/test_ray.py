@@ -206,6 +206,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
         found = PLACEMENT.match(row.device)
         assert found and found["gpu"] == record["cuda"], row.device
         assert record["node"].startswith(found["node"])
+    assert table["device"].str.match(PLACEMENT.pattern).all(), table["device"]  # every row
     assert table["attempts"][4] == 2
     assert table["error"][4].startswith("attempt 1 (")
     assert "out of memory: its Ray worker process died" in table["error"][4]
