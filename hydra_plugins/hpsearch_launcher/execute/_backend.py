@@ -8,8 +8,10 @@ warm spare per slot, a Ray task) implements them and reports each job's end as a
 from __future__ import annotations
 
 import enum
+import os
 import re
 import signal
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -110,6 +112,13 @@ def outcome_of(result: tuple, last_error: Callable[[], str], placement: str = ""
         last_error=last_error(),
         placement=placement,
     )
+
+
+def sweep_sys_path() -> list[str]:
+    """The sweep's own sys.path for a job's process (a script's directory included), its
+    relative paths made absolute; entries that are not paths (setuptools' editable-install
+    hooks) kept as they are."""
+    return [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
 
 
 EnvKey = tuple[tuple[str, str], ...]

@@ -44,6 +44,7 @@ from ._backend import (
     env_key,
     last_error_line,
     outcome_of,
+    sweep_sys_path,
 )
 from ._child import BOOT
 
@@ -135,11 +136,7 @@ class LocalBackend:
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task_payload)
-        # The sweep's own sys.path (a script's directory included), its relative paths made
-        # absolute; entries that are not paths (setuptools' editable-install hooks) kept as is.
-        self.sys_path = json.dumps(
-            [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
-        )
+        self.sys_path = json.dumps(sweep_sys_path())
         self.preload = json.dumps(list(preload))
         # Spares importing at once: more would slow the jobs that are still importing (the
         # first round, on a box with few cores) more than it gains.

@@ -41,6 +41,7 @@ from ._backend import (
     Outcome,
     last_error_line,
     outcome_of,
+    sweep_sys_path,
 )
 from ._local import file_tail
 
@@ -248,7 +249,8 @@ class RayBackend:
         self.mark = mark
         self.started_dir = Path(f"{mark[0]}.started")  # the jobs' start files
         self.started_dir.mkdir(exist_ok=True)
-        self.sys_path = [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
+        self.sys_path = sweep_sys_path()
+        self.cwd = os.getcwd()  # where the sweep started: each job works there
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
         shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
@@ -259,7 +261,7 @@ class RayBackend:
             "stdout": spec.stdout_path,
             "stderr": spec.stderr_path,
             "sys_path": self.sys_path,
-            "cwd": os.getcwd(),
+            "cwd": self.cwd,
         }
         ref = self.remote.options(
             num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
