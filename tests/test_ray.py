@@ -24,8 +24,7 @@ from hydra_plugins.hpsearch_launcher import contract
 from hydra_plugins.hpsearch_launcher.execute._backend import Ending, Outcome
 from hydra_plugins.hpsearch_launcher.execute._failures import MAX_LOST_RETRIES, retry_kind
 from hydra_plugins.hpsearch_launcher.execute._ray import (
-    _died_where,
-    _node_died,
+    _lost,
     gpu_fraction,
     node_env,
     sweep_dir_problem,
@@ -104,11 +103,13 @@ def test_node_died_error_keeps_the_node_and_drops_rays_advice() -> None:
         "10.0.0.7, node ID: 44df68e1697a5a40b8877d92097b96edc99f. This can happen if the node "
         "was preempted, had a hardware failure, or its raylet crashed unexpectedly."
     )
+    lost = _lost(err)
+    assert lost.ending is Ending.LOST
     assert (
-        _node_died(err)
+        lost.detail
         == "its node was lost (Node IP: 10.0.0.7, node ID: 44df68e1697a5a40b8877d92097b96edc99f)"
     )
-    assert _died_where(err) == "?@10.0.0.7/44df68e1"
+    assert lost.placement == "?@10.0.0.7/44df68e1"
 
 
 def test_a_lost_node_is_retried_apart_from_the_jobs_own_failures() -> None:

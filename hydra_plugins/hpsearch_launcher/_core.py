@@ -86,7 +86,7 @@ def launch(
         returns = sweep.run()
     finally:
         if execution is not None:
-            execution.close()
+            execution.backend.close()
     if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(jobs)):
         # The sweeper is about to raise the first failure: show the whole picture first (the
         # end-of-sweep callback that prints it otherwise will not run).
@@ -125,7 +125,6 @@ def local_execution(settings: LauncherSettings, task: bytes) -> Execution:
         "the CPU" if devices == (CPU,) else f"GPU {','.join(devices)}",
         {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
         cores,
-        backend.close,
         contract.nvml_memory if settings.wait_for_free_memory else None,
     )
 

@@ -96,7 +96,7 @@ def last_error_line(text: str) -> str:
 
 
 def outcome_of(result: tuple, last_error: Callable[[], str], placement: str = "") -> Outcome:
-    """The Outcome of what a job's process handed back (`_child.run_job_here`'s tuple):
+    """The Outcome of what a job's process handed back (`_child.run_task`'s tuple):
     ("returned", JobReturn[, note]), ("raised", JobReturn, "Type: message") or
     ("exited", code, message). `last_error` reads the job's stderr, only when needed."""
     kind = result[0]
@@ -191,7 +191,6 @@ class Execution:
     where: str  # "GPU 0,1", "the CPU", "Ray (2 nodes, 4 GPUs)"
     memory_total: dict[str, int | None]
     cores: int  # the cores one device's slots share (each job's threads: cores // slots)
-    close: Callable[[], None]
     # Asks a GPU's free memory (slots wait for it); None: never asked.
     memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None
     # The devices and slots there are now (a cluster that gained nodes); None: fixed.

@@ -175,7 +175,7 @@ class RayHandle:
         except rx.TaskCancelledError:
             return Outcome(Ending.INTERRUPTED, detail="cancelled")
         except rx.NodeDiedError as err:
-            return Outcome(Ending.LOST, detail=_node_died(err), placement=_died_where(err))
+            return _lost(err)
         except rx.OutOfMemoryError as err:  # Ray's memory monitor killed the worker
             return Outcome(
                 Ending.KILLED,
@@ -216,16 +216,19 @@ def _first_line(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
-def _node_died(err: BaseException) -> str:
-    """Ray's NodeDiedError, without its advice: "its node was lost (Node IP: ..., node ID: ...)"."""
+def _lost(err: BaseException) -> Outcome:
+    """Ray's NodeDiedError without its advice: "its node was lost (Node IP: ..., node ID:
+    ...)", placed on that node as far as the message names it."""
     text = " ".join(str(err).split())
-    found = re.search(r"Node IP: [^,]+, node ID: \w+", text)
-    return f"its node was lost ({found.group(0) if found else _first_line(err)})"
-
-
-def _died_where(err: BaseException) -> str:
-    found = re.search(r"Node IP: ([^,]+), node ID: (\w+)", " ".join(str(err).split()))
-    return f"?@{found.group(1)}/{found.group(2)[:8]}" if found else ""
+    found = re.search(r"Node IP: ([^,]+), node ID: (\w+)", text)
+    if found is None:
+        return Outcome(Ending.LOST, detail=f"its node was lost ({_first_line(err)})")
+    ip, node = found.groups()
+    return Outcome(
+        Ending.LOST,
+        detail=f"its node was lost ({found.group(0)})",
+        placement=f"?@{ip}/{node[:8]}",
+    )
 
 
 def gpu_fraction(share: float) -> float:
@@ -298,11 +301,12 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
     import ray
 
     connect(settings)
-    on_gpus = settings.gpus is None and bool(ray.cluster_resources().get("GPU"))
-    devices, slots = cluster_slots(ray.cluster_resources(), settings, on_gpus)
+    resources = ray.cluster_resources()
+    on_gpus = settings.gpus is None and bool(resources.get("GPU"))
+    devices, slots = cluster_slots(resources, settings, on_gpus)
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     backend = RayBackend(task, settings, on_gpus, write_mark(sweep_dir))
-    cpus = ray.cluster_resources().get("CPU", 0)
+    cpus = resources.get("CPU", 0)
     if on_gpus:
         what = f"{len(devices)} GPU{'s' * (len(devices) > 1)}"
         if cpus // settings.ray.num_cpus < len(devices) * slots:
@@ -325,7 +329,6 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
         f"Ray ({nodes} node{'s' * (nodes > 1)}, {what})",
         {},
         max(1, round(settings.ray.num_cpus)) * slots,
-        backend.close,
         refresh=lambda: cluster_slots(ray.cluster_resources(), settings, on_gpus),
     )
 
