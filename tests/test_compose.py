@@ -14,8 +14,8 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from hpsearch.app import CONFIG_DIR
-from hydra_plugins.hpsearch_launcher.plan import _compose
-from hydra_plugins.hpsearch_launcher.plan._compose import Composer, _plain
+from hpsearch_launcher.plan import compose as compose_module
+from hpsearch_launcher.plan.compose import Composer, _plain
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_any_difference_from_hydra_falls_back_to_hydra(
     """A template copy that comes out wrong (here: seed changed) is caught on the template's
     first job, and every job is then composed by Hydra itself."""
     wrong = SimpleNamespace(deepcopy=lambda cfg: OmegaConf.merge(copy.deepcopy(cfg), {"seed": 9}))
-    monkeypatch.setattr(_compose, "copy", wrong)
+    monkeypatch.setattr(compose_module, "copy", wrong)
     composer = composer_for(hydra)
     cfg = composer.compose(["lr=0.7"])
     assert not composer.fast

@@ -6,9 +6,9 @@ import signal
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher.execute._backend import Ending, Outcome, last_error_line
-from hydra_plugins.hpsearch_launcher.execute._failures import is_out_of_memory, retry_kind
-from hydra_plugins.hpsearch_launcher.plan._settings import parse_settings
+from hpsearch_launcher.execute.backend import Ending, Outcome, last_error_line
+from hpsearch_launcher.execute.failures import is_out_of_memory, retry_kind
+from hpsearch_launcher.plan.settings import parse_settings
 
 OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000,700]"
 

@@ -16,11 +16,11 @@ from apps.probe import probe
 from conftest import PROBE, read_records
 from hydra.core.plugins import Plugins
 
-from hydra_plugins.hpsearch_launcher import contract
-from hydra_plugins.hpsearch_launcher.contract import GpuMemory
-from hydra_plugins.hpsearch_launcher.execute import _sweep
-from hydra_plugins.hpsearch_launcher.plan._memory import has_room, room_mb
-from hydra_plugins.hpsearch_launcher.plan._slots import SlotPool
+from hpsearch_launcher import contract
+from hpsearch_launcher.contract import GpuMemory
+from hpsearch_launcher.execute import sweep as sweep_module
+from hpsearch_launcher.plan.memory import has_room, room_mb
+from hpsearch_launcher.plan.slots import SlotPool
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeN
     Plugins.instance()  # Hydra's first scan re-executes contract.py: patch after it
     monkeypatch.setattr(contract, "nvml_memory", fake)
     monkeypatch.setattr(contract, "nvml_total_mb", lambda gpu: 1000)
-    monkeypatch.setattr(_sweep, "MEMORY_POLL_S", 0.0)
+    monkeypatch.setattr(sweep_module, "MEMORY_POLL_S", 0.0)
     yield fake
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from hpsearch.devices import configure_devices
 from hpsearch.errors import ConfigError
-from hydra_plugins.hpsearch_launcher import contract
+from hpsearch_launcher import contract
 
 
 class StandInTF:

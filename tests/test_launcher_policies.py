@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import Runner, read_records
 
-from hydra_plugins.hpsearch_launcher.execute._sweep import INTERRUPT_GRACE_S, POLL_S
+from hpsearch_launcher.execute.sweep import INTERRUPT_GRACE_S, POLL_S
 
 pytestmark = pytest.mark.slow
 

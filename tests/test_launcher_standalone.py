@@ -24,7 +24,7 @@ def test_the_launcher_imports_nothing_from_hpsearch() -> None:
     fails; Hydra's plugin scan finds the launcher there too."""
     code = (
         "import importlib, pkgutil, sys\n"
-        "import hydra_plugins.hpsearch_launcher as pkg\n"
+        "import hpsearch_launcher as pkg\n"
         "for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "    importlib.import_module(m.name)\n"
         "from hydra.core.plugins import Plugins\n"

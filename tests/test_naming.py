@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher.plan._naming import (
+from hpsearch_launcher.plan.naming import (
     MAX_COMPONENT_BYTES,
     claim_run_dir,
     run_dir_name,

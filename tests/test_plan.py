@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher.plan._env import job_env
-from hydra_plugins.hpsearch_launcher.plan._settings import LauncherSettingsError, parse_settings
-from hydra_plugins.hpsearch_launcher.plan._slots import (
+from hpsearch_launcher.plan.env import job_env
+from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
+from hpsearch_launcher.plan.slots import (
     CPU,
     SlotPool,
     device_label,
@@ -177,7 +177,7 @@ def test_torch_tasks_cap_their_allocator_at_the_launchers_fraction(monkeypatch) 
     import sys
     import types
 
-    from hydra_plugins.hpsearch_launcher.contract import cap_torch_memory
+    from hpsearch_launcher.contract import cap_torch_memory
 
     calls = []
     cuda = types.SimpleNamespace(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import Runner
 
-from hydra_plugins.hpsearch_launcher.record._progress import SweepState
+from hpsearch_launcher.record.progress import SweepState
 
 pytestmark = pytest.mark.slow
 

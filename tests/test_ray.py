@@ -20,18 +20,18 @@ import psutil
 import pytest
 from conftest import PROBE, Runner, read_records, wait_no_tagged
 
-from hydra_plugins.hpsearch_launcher import contract
-from hydra_plugins.hpsearch_launcher.execute._backend import Ending, Outcome
-from hydra_plugins.hpsearch_launcher.execute._failures import MAX_LOST_RETRIES, retry_kind
-from hydra_plugins.hpsearch_launcher.execute._ray import (
+from hpsearch_launcher import contract
+from hpsearch_launcher.execute.backend import Ending, Outcome
+from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, retry_kind
+from hpsearch_launcher.execute.ray import (
     _lost,
     gpu_fraction,
     node_env,
     sweep_dir_problem,
     write_mark,
 )
-from hydra_plugins.hpsearch_launcher.plan._settings import parse_settings
-from hydra_plugins.hpsearch_launcher.plan._slots import device_label
+from hpsearch_launcher.plan.settings import parse_settings
+from hpsearch_launcher.plan.slots import device_label
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -26,7 +26,7 @@ from hpsearch.report_axes import (
     scatter_pair,
     tick_label,
 )
-from hydra_plugins.hpsearch_launcher.results import ResultsTable
+from hpsearch_launcher.results import ResultsTable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from conftest import Runner
 
-from hydra_plugins.hpsearch_launcher.record._table import TAIL
-from hydra_plugins.hpsearch_launcher.results import (
+from hpsearch_launcher.record.table import TAIL
+from hpsearch_launcher.results import (
     ResultsFileError,
     ResultsTable,
     leaderboard,

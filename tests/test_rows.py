@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher.record._rows import (
+from hpsearch_launcher.record.rows import (
     MAX_RETURN_CHARS,
     Notices,
     final_metrics,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_plugins.hpsearch_launcher.plan._settings import LauncherSettingsError, parse_settings
+from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
 
 
 @pytest.mark.parametrize(
@@ -83,8 +83,8 @@ def test_env_may_not_set_what_the_launcher_owns(name: str, use: str) -> None:
 
 def test_defaults_come_from_the_config_dataclass() -> None:
     """One source: the parser reads the dataclass's defaults, and they agree with Hydra's."""
+    from hpsearch_launcher.plan.settings import cpu_count, defaults
     from hydra_plugins.hpsearch_launcher.hpsearch_launcher import HpsearchLauncherConf
-    from hydra_plugins.hpsearch_launcher.plan._settings import cpu_count, defaults
 
     declared = defaults()
     assert declared["gpus"] == HpsearchLauncherConf.gpus == "auto"

@@ -8,7 +8,7 @@ import runpy
 import sys
 import time
 
-from hydra_plugins.hpsearch_launcher import _core
+from hpsearch_launcher import launch as _core
 
 _launch = _core.launch
 

@@ -38,7 +38,7 @@ from hpsearch.report_panels import (
     draw_scatter,
     y_limits,
 )
-from hydra_plugins.hpsearch_launcher.results import (
+from hpsearch_launcher.results import (
     DONE,
     FILENAME,
     ResultsFileError,

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hydra_plugins.hpsearch_launcher.record import _recorder
+from hpsearch_launcher.record import recorder as recorder_module
 
 FAIL_JOB = int(os.environ["FAULTY_RECORD_JOB"])
-_original = _recorder.Recorder.ended
+_original = recorder_module.Recorder.ended
 
 
 def ended(self: Any, job: Any, outcome: Any, **facts: Any) -> Any:
@@ -21,6 +21,6 @@ def ended(self: Any, job: Any, outcome: Any, **facts: Any) -> Any:
     return _original(self, job, outcome, **facts)
 
 
-_recorder.Recorder.ended = ended  # type: ignore[method-assign]
+recorder_module.Recorder.ended = ended  # type: ignore[method-assign]
 sys.argv[0] = str(Path(__file__).with_name("probe.py"))
 runpy.run_path(sys.argv[0], run_name="__main__")

@@ -5,7 +5,7 @@ Any app using the hpsearch launcher can add it to its config:
     hydra:
       callbacks:
         summary:
-          _target_: hydra_plugins.hpsearch_launcher.callback.SweepSummary
+          _target_: hpsearch_launcher.callbacks.SweepSummary
           mode: max          # or min; default: the sweeper's direction, else max
           columns: []        # results.csv columns to show beside the objective
 
@@ -23,8 +23,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from ._leaderboard import leaderboard, summary_options, unfinished
-from ._table import ResultsTable
+from .record.leaderboard import leaderboard, summary_options, unfinished
+from .record.table import ResultsTable
 
 log = logging.getLogger("hpsearch.sweep")
 

@@ -18,8 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from ._compose import Composer
-from ._naming import HYDRA_DEFAULT_SUBDIR, run_dir_name, split_override, varying_keys
+from .compose import Composer
+from .naming import HYDRA_DEFAULT_SUBDIR, run_dir_name, split_override, varying_keys
 
 
 class JobConfigError(CompactHydraException):

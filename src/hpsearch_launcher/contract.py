@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple, TypeVar
 
-from .record._atomic import write_json_atomic, write_text_atomic
+from .atomic import write_json_atomic, write_text_atomic
 
 __all__ = [
     "CPU_THREADS",

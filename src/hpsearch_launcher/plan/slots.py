@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ._settings import GPU_UUID, LauncherSettings, LauncherSettingsError
+from .settings import GPU_UUID, LauncherSettings, LauncherSettingsError
 
 CPU = "cpu"  # the one "device" of a sweep without GPUs; GPU ids are digits or UUIDs
 

@@ -4,9 +4,9 @@ table = ResultsTable.load(sweep_dir)   # results.csv, checked
 print(leaderboard(list(table.rows.values()), table.params, "max"))
 """
 
-from .record._leaderboard import leaderboard, objective, ranked, summary_options, unfinished
-from .record._rows import finite
-from .record._table import DONE, FILENAME, STATUS, ResultsFileError, ResultsTable
+from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
+from .record.rows import finite
+from .record.table import DONE, FILENAME, STATUS, ResultsFileError, ResultsTable
 
 __all__ = [
     "DONE",

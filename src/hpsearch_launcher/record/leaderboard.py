@@ -10,8 +10,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ._rows import finite
-from ._table import DONE, STATUS, SUPERSEDED
+from .rows import finite
+from .table import DONE, STATUS, SUPERSEDED
 
 
 def summary_options(config: DictConfig | Mapping[str, Any] | None) -> tuple[str, list[str]]:

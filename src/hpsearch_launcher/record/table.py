@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hydra.errors import CompactHydraException
 
-from ._atomic import write_text_atomic
+from ..atomic import write_text_atomic
 
 FILENAME = "results.csv"
 STATUS = "status"

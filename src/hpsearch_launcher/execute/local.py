@@ -35,7 +35,7 @@ from pathlib import Path
 import cloudpickle
 import psutil
 
-from ._backend import (
+from .backend import (
     Ending,
     EnvKey,
     JobHandle,
@@ -46,7 +46,7 @@ from ._backend import (
     outcome_of,
     sweep_sys_path,
 )
-from ._child import BOOT
+from .child import BOOT
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
 MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made

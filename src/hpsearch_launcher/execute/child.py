@@ -27,7 +27,7 @@ WATCHDOG_PERIOD_S = 0.5
 # Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from hydra_plugins.hpsearch_launcher.execute._child import main; "
+    "from hpsearch_launcher.execute.child import main; "
     "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]))"
 )
 

@@ -16,10 +16,10 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
-from ..execute._backend import Ending, Outcome
-from ..plan._jobs import Job, task_config
-from ..plan._slots import device_label
-from ._rows import (
+from ..execute.backend import Ending, Outcome
+from ..plan.jobs import Job, task_config
+from ..plan.slots import device_label
+from .rows import (
     Notices,
     final_metrics,
     iso_time,
@@ -27,7 +27,7 @@ from ._rows import (
     return_columns,
     stored_return,
 )
-from ._table import ResultsTable
+from .table import ResultsTable
 
 STATUS_OF = {
     Ending.RETURNED: "completed",

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..plan._slots import device_label
+from ..plan.slots import device_label
 
 log = logging.getLogger("hpsearch.launcher")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .. import contract
-from ._settings import LauncherSettings
-from ._slots import CPU
+from .settings import LauncherSettings
+from .slots import CPU
 
 
 def job_env(

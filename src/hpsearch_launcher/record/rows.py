@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import METRICS_FILE
-from ._table import STATUS, TAIL
+from .table import STATUS, TAIL
 
 log = logging.getLogger("hpsearch.launcher")
 

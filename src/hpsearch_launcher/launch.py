@@ -20,15 +20,15 @@ from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from . import contract
-from .execute._backend import Execution
-from .execute._local import LocalBackend
-from .execute._sweep import Sweep
-from .plan._jobs import JobConfigError, compose_jobs
-from .plan._settings import LauncherSettings, LauncherSettingsError, cpu_count, parse_settings
-from .plan._slots import CPU, SlotPool, slots_per_device, sweep_devices
-from .record._leaderboard import leaderboard, summary_options, unfinished
-from .record._recorder import Recorder
-from .record._table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
+from .execute.backend import Execution
+from .execute.local import LocalBackend
+from .execute.sweep import Sweep
+from .plan.jobs import JobConfigError, compose_jobs
+from .plan.settings import LauncherSettings, LauncherSettingsError, cpu_count, parse_settings
+from .plan.slots import CPU, SlotPool, slots_per_device, sweep_devices
+from .record.leaderboard import leaderboard, summary_options, unfinished
+from .record.recorder import Recorder
+from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -60,7 +60,7 @@ def launch(
             recorder.resumable() if settings.resume else {},
         )
         if execution is None:
-            from .execute._ray import ray_execution
+            from .execute.ray import ray_execution
 
             execution = ray_execution(settings, task, sweep_dir)
         per = "" if execution.devices == (CPU,) else " per GPU"

@@ -30,9 +30,9 @@ from typing import Any
 import cloudpickle
 
 from .. import contract
-from ..plan._settings import LauncherSettings, LauncherSettingsError
-from ..plan._slots import CPU
-from ._backend import (
+from ..plan.settings import LauncherSettings, LauncherSettingsError
+from ..plan.slots import CPU
+from .backend import (
     Ending,
     EnvKey,
     Execution,
@@ -43,7 +43,7 @@ from ._backend import (
     outcome_of,
     sweep_sys_path,
 )
-from ._local import file_tail
+from .local import file_tail
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -79,7 +79,7 @@ def run_on_node(
     Path(job["started"]).write_text(where)
     os.environ.update(node_env(env, gpus, contract.nvml_total_mb))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    from ._child import redirect, result_bytes, run_task
+    from .child import redirect, result_bytes, run_task
 
     redirect(job["stdout"], job["stderr"])
     hydra_context, task_function, singleton_state = cloudpickle.loads(task)

@@ -20,17 +20,17 @@ import cloudpickle
 from hydra.core.utils import JobReturn
 
 from ..contract import GpuMemory, memory_limit_mb
-from ..plan._env import job_env
-from ..plan._jobs import Job, run_dir, set_run_dir
-from ..plan._memory import has_room, others_mb, room_mb
-from ..plan._naming import claim_run_dir
-from ..plan._settings import WHOLE_GPU_FRACTION, LauncherSettings
-from ..plan._slots import SlotPool, device_label
-from ..record._progress import SweepState, make_progress
-from ..record._recorder import Recorder, status_of
-from ._backend import Backend, Ending, EnvKey, JobHandle, JobSpec, Outcome, env_key
-from ._failures import is_out_of_memory, retry_kind
-from ._signals import StopRequest, stop_on_signals
+from ..plan.env import job_env
+from ..plan.jobs import Job, run_dir, set_run_dir
+from ..plan.memory import has_room, others_mb, room_mb
+from ..plan.naming import claim_run_dir
+from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
+from ..plan.slots import SlotPool, device_label
+from ..record.progress import SweepState, make_progress
+from ..record.recorder import Recorder, status_of
+from .backend import Backend, Ending, EnvKey, JobHandle, JobSpec, Outcome, env_key
+from .failures import is_out_of_memory, retry_kind
+from .signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from hydra.errors import CompactHydraException
 
+from ..config import HpsearchLauncherConf
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
-from ..hpsearch_launcher import HpsearchLauncherConf
 
 # Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
 DEFAULT_MEMORY_SHARE = 0.9
