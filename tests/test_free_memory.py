@@ -14,11 +14,10 @@ from types import SimpleNamespace
 import pytest
 from apps.probe import probe
 from conftest import PROBE, read_records
-from hydra.core.plugins import Plugins
 
-from hpsearch_launcher import contract
-from hpsearch_launcher.contract import GpuMemory
+from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import sweep as sweep_module
+from hpsearch_launcher.nvml import GpuMemory
 from hpsearch_launcher.plan.memory import has_room, room_mb
 from hpsearch_launcher.plan.slots import SlotPool
 
@@ -80,9 +79,8 @@ class FakeNvml:
 @pytest.fixture
 def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeNvml]:
     fake = FakeNvml(tmp_path / "nvml.json")
-    Plugins.instance()  # Hydra's first scan re-executes contract.py: patch after it
-    monkeypatch.setattr(contract, "nvml_memory", fake)
-    monkeypatch.setattr(contract, "nvml_total_mb", lambda gpu: 1000)
+    monkeypatch.setattr(nvml, "nvml_memory", fake)
+    monkeypatch.setattr(nvml, "nvml_total_mb", lambda gpu: 1000)
     monkeypatch.setattr(sweep_module, "MEMORY_POLL_S", 0.0)
     yield fake
 
@@ -162,12 +160,12 @@ def stand_in_pynvml(init_fails: bool = False) -> SimpleNamespace:
 
 def test_nvml_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml())
-    assert contract.nvml_total_mb("0") == contract.nvml_total_mb("GPU-1a") == 1000
-    assert contract.nvml_memory("0", [42]) == GpuMemory(1000, 700, 400, True)
-    assert contract.nvml_memory("0", [5]) == GpuMemory(1000, 700, 0, False)
-    assert contract.nvml_total_mb("3") is None  # a GPU NVML does not know
+    assert nvml.nvml_total_mb("0") == nvml.nvml_total_mb("GPU-1a") == 1000
+    assert nvml.nvml_memory("0", [42]) == GpuMemory(1000, 700, 400, True)
+    assert nvml.nvml_memory("0", [5]) == GpuMemory(1000, 700, 0, False)
+    assert nvml.nvml_total_mb("3") is None  # a GPU NVML does not know
     monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml(init_fails=True))
-    assert contract.nvml_total_mb("0") is None and contract.nvml_memory("0", []) is None
+    assert nvml.nvml_total_mb("0") is None and nvml.nvml_memory("0", []) is None
 
 
 def test_a_missing_gpu_stops_the_sweep_before_results_csv_is_touched(
@@ -175,8 +173,7 @@ def test_a_missing_gpu_stops_the_sweep_before_results_csv_is_touched(
 ) -> None:
     """resume=false sets an earlier results.csv aside, but only for a sweep that will run:
     a GPU this machine does not have is found first."""
-    Plugins.instance()  # Hydra's first scan re-executes contract.py: patch after it
-    monkeypatch.setattr(contract, "nvml_gpu_ids", lambda: ["0", "1"])
+    monkeypatch.setattr(nvml, "nvml_gpu_ids", lambda: ["0", "1"])
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     (sweep / "results.csv").write_text("job,x,status\n0,1,completed\n")

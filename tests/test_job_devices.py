@@ -11,7 +11,7 @@ import pytest
 
 from hpsearch.devices import configure_devices
 from hpsearch.errors import ConfigError
-from hpsearch_launcher import contract
+from hpsearch_launcher import nvml
 
 
 class StandInTF:
@@ -62,7 +62,7 @@ def test_without_the_mb_cap_the_fraction_of_nvmls_total_is_applied(
 ) -> None:
     clean_env.setenv("HPSEARCH_GPU", "1")
     clean_env.setenv("HPSEARCH_GPU_MEMORY_FRACTION", "0.45")
-    clean_env.setattr(contract, "nvml_total_mb", lambda gpu: {"1": 80000}[gpu])
+    clean_env.setattr(nvml, "nvml_total_mb", lambda gpu: {"1": 80000}[gpu])
     tf = StandInTF(gpus=["0"])
     configure_devices(tf, "gpu")
     assert tf.calls == [("cap", "/physical_device:GPU:0", [("logical", 36000)])]

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from hpsearch.errors import ConfigError
-from hpsearch_launcher.contract import CPU_THREADS, GPU_ID, job_memory_limit_mb
+from hpsearch_launcher import CPU_THREADS, GPU_ID, job_memory_limit_mb
 
 log = logging.getLogger(__name__)
 

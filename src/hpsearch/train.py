@@ -19,7 +19,7 @@ from hpsearch.data import Datasets, load_datasets
 from hpsearch.errors import TrainingDiverged
 from hpsearch.tf_import import import_tensorflow
 from hpsearch.validate import validate_config
-from hpsearch_launcher.contract import METRICS_FILE, write_json_atomic
+from hpsearch_launcher import METRICS_FILE, write_json_atomic
 
 log = logging.getLogger(__name__)
 

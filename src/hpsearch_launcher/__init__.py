@@ -1,0 +1,37 @@
+"""hpsearch_launcher: each job of a Hydra sweep in a fresh process, GPUs shared by round-robin
+slots. The Hydra plugin (`hydra/launcher=hpsearch`) lives in `hydra_plugins.hpsearch_launcher`.
+
+This package's own names are the job-side API: what a task may import and call. It is light
+(no TensorFlow, PyTorch, Ray, loky or Hydra is imported) and stable:
+
+    from hpsearch_launcher import cap_torch_memory, job_memory_limit_mb
+
+- `cap_torch_memory()`: in a PyTorch job, cap the CUDA allocator at the job's memory share.
+- `job_memory_limit_mb()`: the job's GPU memory cap in MB (None on CPU or when unknown).
+- `write_json_atomic(path, data)`: write a file (e.g. `METRICS_FILE`) no reader sees half of.
+- `METRICS_FILE`: `metrics.json`; its `final` mapping's numbers become results.csv columns.
+- `GPU_ID`, `CPU_THREADS`, `MEMORY_FRACTION`, `MEMORY_LIMIT_MB`: the environment variables the
+  launcher sets in each job's process before it starts.
+"""
+
+from .atomic import write_json_atomic
+from .contract import (
+    CPU_THREADS,
+    GPU_ID,
+    MEMORY_FRACTION,
+    MEMORY_LIMIT_MB,
+    METRICS_FILE,
+    cap_torch_memory,
+    job_memory_limit_mb,
+)
+
+__all__ = [
+    "CPU_THREADS",
+    "GPU_ID",
+    "MEMORY_FRACTION",
+    "MEMORY_LIMIT_MB",
+    "METRICS_FILE",
+    "cap_torch_memory",
+    "job_memory_limit_mb",
+    "write_json_atomic",
+]

@@ -1,7 +1,7 @@
-"""What the launcher promises a job, and what it reads back: the public contract for tasks.
+"""What the launcher promises a job, and what it reads back: the contract both sides share.
 
-A task may import this module (hpsearch's trainer does); the launcher imports nothing from any
-app. It stays light: Hydra's plugin scan imports it in every Hydra process.
+The sweep sets these variables; a task reads them through the package's public names
+(`from hpsearch_launcher import job_memory_limit_mb`). Light: nothing heavy is imported.
 
 - The environment: each job's process is created with the variables below (and
   `CUDA_VISIBLE_DEVICES`, `TF_FORCE_GPU_ALLOW_GROWTH`, `XLA_PYTHON_CLIENT_MEM_FRACTION`) already
@@ -9,16 +9,12 @@ app. It stays light: Hydra's plugin scan imports it in every Hydra process.
 - The return value of the task: a number (the objective), a list of numbers or a mapping of
   numbers becomes results.csv columns; anything JSON can hold is handed back on resume.
 - `metrics.json` in the job's output dir, optional: its `final` mapping's numbers become
-  results.csv columns. `write_json_atomic` writes it so that a reader never sees half a file.
+  results.csv columns. `hpsearch_launcher.write_json_atomic` writes it whole or not at all.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
-from typing import Any, NamedTuple, TypeVar
-
-from .atomic import write_json_atomic, write_text_atomic
 
 __all__ = [
     "CPU_THREADS",
@@ -31,11 +27,6 @@ __all__ = [
     "cap_torch_memory",
     "job_memory_limit_mb",
     "memory_limit_mb",
-    "nvml_gpu_ids",
-    "nvml_memory",
-    "nvml_total_mb",
-    "write_json_atomic",
-    "write_text_atomic",
 ]
 
 # Set by the launcher in each job's environment before the job's process starts.
@@ -59,77 +50,7 @@ OWNED_VARIABLES = {
 }
 RESERVED_PREFIX = "HPSEARCH_"
 
-T = TypeVar("T")
-_MB = 1024 * 1024
-
 METRICS_FILE = "metrics.json"  # {"final": {"val_accuracy": 0.97, ...}, ...} in the output dir
-
-
-def nvml_gpu_ids() -> list[str]:
-    """The GPU indices NVML sees; [] without a driver (a CPU machine)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no driver, no library: no GPU
-        return []
-    try:
-        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _ask_nvml(gpu: str, query: Callable[[Any, Any], T]) -> T | None:
-    """`query(pynvml, handle)` for GPU `gpu` (an index or a UUID), with NVML started and shut
-    down around it; None when NVML is missing, does not know the GPU, or the query fails."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no driver, no library: no GPU
-        return None
-    try:
-        handle = (
-            pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
-            if gpu.isdigit()
-            else pynvml.nvmlDeviceGetHandleByUUID(gpu)
-        )
-        return query(pynvml, handle)
-    except Exception:
-        return None
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def nvml_total_mb(gpu: str) -> int | None:
-    """Total memory of GPU `gpu` (an index or a UUID) in MB; None when NVML can't tell."""
-    return _ask_nvml(
-        gpu, lambda nvml, handle: int(nvml.nvmlDeviceGetMemoryInfo(handle).total // _MB)
-    )
-
-
-class GpuMemory(NamedTuple):
-    """One GPU's memory in MB, as NVML reports it; `ours`: used by the given processes."""
-
-    total: int
-    used: int
-    ours: int
-    ours_seen: bool  # whether NVML listed any of them (not in another PID namespace)
-
-
-def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
-    """GPU `gpu`'s total and used memory, and what processes `ours` hold of it; None when NVML
-    cannot tell (no driver: a CPU machine, or a GPU id it does not know)."""
-
-    def query(nvml: Any, handle: Any) -> GpuMemory:
-        info = nvml.nvmlDeviceGetMemoryInfo(handle)
-        mine = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
-        held = sum(p.usedGpuMemory or 0 for p in mine)
-        return GpuMemory(
-            int(info.total // _MB), int(info.used // _MB), int(held // _MB), bool(mine)
-        )
-
-    return _ask_nvml(gpu, query)
 
 
 def memory_limit_mb(fraction: float, total_mb: int) -> int:
@@ -144,6 +65,8 @@ def job_memory_limit_mb() -> int | None:
     fraction, gpu = os.environ.get(MEMORY_FRACTION), os.environ.get(GPU_ID)
     if not fraction or not gpu:
         return None
+    from .nvml import nvml_total_mb
+
     total = nvml_total_mb(gpu)
     return None if total is None else memory_limit_mb(float(fraction), total)
 

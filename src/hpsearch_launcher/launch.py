@@ -19,7 +19,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
-from . import contract
+from . import nvml
 from .execute.backend import Execution
 from .execute.local import LocalBackend
 from .execute.sweep import Sweep
@@ -106,7 +106,7 @@ def launch(
 
 def local_execution(settings: LauncherSettings, task: bytes) -> Execution:
     """This machine's GPUs (or its CPU), a fresh local process per job, warm spares ahead."""
-    nvml_ids = contract.nvml_gpu_ids()  # asked once: an NVML session per call
+    nvml_ids = nvml.nvml_gpu_ids()  # asked once: an NVML session per call
     devices = sweep_devices(settings, os.environ, lambda: nvml_ids)
     if settings.gpus and not nvml_ids:
         log.warning(
@@ -123,9 +123,9 @@ def local_execution(settings: LauncherSettings, task: bytes) -> Execution:
         devices,
         slots_per_device(settings, devices),
         "the CPU" if devices == (CPU,) else f"GPU {','.join(devices)}",
-        {d: contract.nvml_total_mb(d) for d in devices if d != CPU},
+        {d: nvml.nvml_total_mb(d) for d in devices if d != CPU},
         cores,
-        contract.nvml_memory if settings.wait_for_free_memory else None,
+        nvml.nvml_memory if settings.wait_for_free_memory else None,
     )
 
 

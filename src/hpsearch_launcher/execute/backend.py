@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..contract import GpuMemory
+from ..nvml import GpuMemory
 
 
 class Ending(enum.Enum):

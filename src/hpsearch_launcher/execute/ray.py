@@ -29,7 +29,8 @@ from typing import Any
 
 import cloudpickle
 
-from .. import contract
+from .. import contract, nvml
+from ..atomic import write_text_atomic
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
 from .backend import (
@@ -77,7 +78,7 @@ def run_on_node(
     # The sweep's clock for hydra.launcher.timeout starts now; and should this process die,
     # the sweep still knows where it ran.
     Path(job["started"]).write_text(where)
-    os.environ.update(node_env(env, gpus, contract.nvml_total_mb))
+    os.environ.update(node_env(env, gpus, nvml.nvml_total_mb))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     from .child import redirect, result_bytes, run_task
 
@@ -382,5 +383,5 @@ def write_mark(sweep_dir: Path) -> tuple[str, str]:
     """A file only this sweep wrote, in its sweep dir: a node that reads it shares the dir."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     path, token = sweep_dir / MARK, secrets.token_hex(16)
-    contract.write_text_atomic(path, token)
+    write_text_atomic(path, token)
     return os.path.abspath(path), token  # as the user named it: other nodes mount that path

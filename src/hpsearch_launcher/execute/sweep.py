@@ -19,7 +19,8 @@ from pathlib import Path
 import cloudpickle
 from hydra.core.utils import JobReturn
 
-from ..contract import GpuMemory, memory_limit_mb
+from ..contract import memory_limit_mb
+from ..nvml import GpuMemory
 from ..plan.env import job_env
 from ..plan.jobs import Job, run_dir, set_run_dir
 from ..plan.memory import has_room, others_mb, room_mb

@@ -3,7 +3,7 @@ Pure: NVML's figures in, a verdict out."""
 
 from __future__ import annotations
 
-from ..contract import GpuMemory
+from ..nvml import GpuMemory
 
 
 def others_mb(memory: GpuMemory, busy: int, share_mb: int) -> int:

@@ -1,0 +1,79 @@
+"""NVML, asked for what the launcher needs: which GPUs there are, their memory, and what given
+processes hold. Each query opens and closes its own NVML session; none raises: a machine
+without an NVIDIA driver (or without nvidia-ml-py) simply has no GPU to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
+_MB = 1024 * 1024
+
+
+def nvml_gpu_ids() -> list[str]:
+    """The GPU indices NVML sees; [] without a driver (a CPU machine)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no library: no GPU
+        return []
+    try:
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _ask_nvml(gpu: str, query: Callable[[Any, Any], T]) -> T | None:
+    """`query(pynvml, handle)` for GPU `gpu` (an index or a UUID), with NVML started and shut
+    down around it; None when NVML is missing, does not know the GPU, or the query fails."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no library: no GPU
+        return None
+    try:
+        handle = (
+            pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
+            if gpu.isdigit()
+            else pynvml.nvmlDeviceGetHandleByUUID(gpu)
+        )
+        return query(pynvml, handle)
+    except Exception:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def nvml_total_mb(gpu: str) -> int | None:
+    """Total memory of GPU `gpu` (an index or a UUID) in MB; None when NVML can't tell."""
+    return _ask_nvml(
+        gpu, lambda nvml, handle: int(nvml.nvmlDeviceGetMemoryInfo(handle).total // _MB)
+    )
+
+
+class GpuMemory(NamedTuple):
+    """One GPU's memory in MB, as NVML reports it; `ours`: used by the given processes."""
+
+    total: int
+    used: int
+    ours: int
+    ours_seen: bool  # whether NVML listed any of them (not in another PID namespace)
+
+
+def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
+    """GPU `gpu`'s total and used memory, and what processes `ours` hold of it; None when NVML
+    cannot tell (no driver: a CPU machine, or a GPU id it does not know)."""
+
+    def query(nvml: Any, handle: Any) -> GpuMemory:
+        info = nvml.nvmlDeviceGetMemoryInfo(handle)
+        mine = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
+        held = sum(p.usedGpuMemory or 0 for p in mine)
+        return GpuMemory(
+            int(info.total // _MB), int(info.used // _MB), int(held // _MB), bool(mine)
+        )
+
+    return _ask_nvml(gpu, query)
