@@ -54,7 +54,7 @@ def roles(procs: list[psutil.Process]) -> dict[str, int]:
             continue
         if "time.sleep(600)" in cmdline:
             counts["grandchild"] += 1
-        elif "hpsearch_launcher.execute._child" in cmdline:
+        elif "hpsearch_launcher.execute.child" in cmdline:
             counts["spare" if "/spare-" in cmdline else "job"] += 1
     return counts
 

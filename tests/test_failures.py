@@ -6,8 +6,9 @@ import signal
 
 import pytest
 
-from hpsearch_launcher.execute.backend import Ending, Outcome, last_error_line
+from hpsearch_launcher.execute.backend import last_error_line
 from hpsearch_launcher.execute.failures import is_out_of_memory, retry_kind
+from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
 
 OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000,700]"

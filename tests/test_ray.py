@@ -21,7 +21,6 @@ import pytest
 from conftest import PROBE, Runner, read_records, wait_no_tagged
 
 from hpsearch_launcher import contract
-from hpsearch_launcher.execute.backend import Ending, Outcome
 from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, retry_kind
 from hpsearch_launcher.execute.ray import (
     _lost,
@@ -30,6 +29,7 @@ from hpsearch_launcher.execute.ray import (
     sweep_dir_problem,
     write_mark,
 )
+from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
 from hpsearch_launcher.plan.slots import device_label
 
@@ -134,7 +134,10 @@ def test_a_lost_node_is_retried_apart_from_the_jobs_own_failures() -> None:
         ({"ray": {"address": "http://head:8265"}}, "must be empty (start a Ray for the sweep)"),
         ({"ray": {"num_cpus": 0}}, "hydra.launcher.ray.num_cpus=0: must be a number > 0"),
         ({"ray": {"address": "auto", "init": {"num_gpus": 2}}}, "a running cluster's resources"),
-        ({"ray": {"adress": "auto"}}, "hydra.launcher.ray.adress='auto': is not a setting"),
+        (
+            {"ray": {"adress": "auto"}},
+            "hydra.launcher.ray.adress: no such setting; did you mean ray.address?",
+        ),
     ],
 )
 def test_bad_ray_settings_are_named(params: dict, message: str) -> None:

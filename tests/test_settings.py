@@ -137,3 +137,48 @@ def test_bad_preload(value: list, message: str) -> None:
 def test_warm_start_and_free_memory_waits_are_on_by_default() -> None:
     settings = parse_settings({})
     assert settings.warm_start is True and settings.wait_for_free_memory is True
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"jobs_per_gpus": 2},
+            "hydra.launcher.jobs_per_gpus: no such setting; did you mean jobs_per_gpu?",
+        ),
+        (
+            {"ray": {"num_cpu": 2}},
+            "hydra.launcher.ray.num_cpu: no such setting; did you mean ray.num_cpus?",
+        ),
+        ({"zzz": 1}, "hydra.launcher.zzz: no such setting; settings: gpus, jobs_per_gpu, "),
+    ],
+)
+def test_a_key_that_is_no_setting_is_refused_with_the_nearest_name(
+    given: dict, message: str
+) -> None:
+    """`+hydra.launcher.jobs_per_gpus=2` gets past Hydra: silently ignored, the user would
+    believe they run 2 jobs per GPU."""
+    with pytest.raises(LauncherSettingsError) as err:
+        parse_settings(given)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_the_hydra_config_is_derived_from_the_settings_field_by_field() -> None:
+    """One declaration: Hydra's config class has every setting, its type and default."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    from hpsearch_launcher.config import HpsearchLauncherConf, LauncherSettings
+
+    conf = {f.name: (f.type, f.default) for f in dataclasses.fields(HpsearchLauncherConf)}
+    assert next(iter(conf)) == "_target_"
+    for f in dataclasses.fields(LauncherSettings):
+        if f.name != "ray":
+            assert conf[f.name] == (f.type, f.default), f.name
+    node = OmegaConf.structured(HpsearchLauncherConf)
+    with pytest.raises(ValidationError):
+        node.jobs_per_gpu = "two"
+    with pytest.raises(ValidationError):
+        node.ray.num_cpus = "many"

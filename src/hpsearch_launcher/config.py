@@ -1,40 +1,47 @@
-"""The launcher's settings as one typed config dataclass: the single source of every setting,
-its type and its default. Hydra registers it under `hydra/launcher=hpsearch`; OmegaConf rejects
-a value of the wrong type; `plan.settings.parse_settings` applies the rules types cannot say.
+"""The launcher's settings, declared once: every setting's name, type, default and meaning.
+
+`LauncherSettings` is what the sweep reads (frozen, made by `plan.settings.parse_settings`, which
+checks what a type cannot say). `HpsearchLauncherConf`, what Hydra registers as
+`hydra/launcher=hpsearch`, is derived from it field by field, so OmegaConf rejects a value of
+the wrong type on the command line and a setting exists in one place only.
+
+No `from __future__ import annotations`: OmegaConf reads these annotations as types.
 """
 
-from __future__ import annotations
-
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
+
+TARGET = "hydra_plugins.hpsearch_launcher.hpsearch_launcher.HpsearchLauncher"
+# Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
+DEFAULT_MEMORY_SHARE = 0.9
 
 
-@dataclass
-class RayConf:
+@dataclass(frozen=True)
+class RaySettings:
     # "" starts a Ray on this machine for the sweep (stopped after); "auto" joins the cluster
     # this machine is part of (`ray start`); "ray://host:10001" connects a Ray client.
     address: str = ""
     # CPUs each job holds on its node (a number > 0); also its thread count.
-    num_cpus: float = 1
+    num_cpus: float = 1.0
     # Keyword arguments for ray.init when the sweep starts its own Ray (address ""): e.g.
     # {num_gpus: 2, num_cpus: 8}. A running cluster's resources are its own to set.
     init: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class HpsearchLauncherConf:
-    _target_: str = "hydra_plugins.hpsearch_launcher.hpsearch_launcher.HpsearchLauncher"
+@dataclass(frozen=True)
+class LauncherSettings:
     # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none), or a list of GPU ids
-    # used as given ([] runs on the CPU).
+    # used as given ([] runs on the CPU). Checked: None for "auto", else a tuple of ids.
     gpus: Any = "auto"
     # Jobs that share one GPU at a time (slots per GPU), an integer >= 1.
     jobs_per_gpu: int = 1
     # Each job's share of its GPU's memory, in (0, 1]; null: 0.9 / jobs_per_gpu.
-    memory_fraction: Any = None
+    memory_fraction: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
     # Jobs at once when there is no GPU; null: the number of CPU cores (cgroup quotas counted).
-    n_jobs: Any = None
+    n_jobs: Optional[int] = None  # noqa: UP045
     # Per-job wall-clock limit in seconds; the job's process tree is killed past it. null: none.
-    timeout: Any = None
+    timeout: Optional[float] = None  # noqa: UP045
     # TF_FORCE_GPU_ALLOW_GROWTH for each job: allocate GPU memory as needed, up to the cap.
     allow_growth: bool = True
     # Extra environment variables for every job; those the launcher sets itself (the GPU, its
@@ -56,8 +63,44 @@ class HpsearchLauncherConf:
     # done, touching no GPU; still one fresh process per job. false: each process starts cold.
     warm_start: bool = True
     # Modules a waiting process imports ahead of its job (e.g. [tensorflow] or [torch]).
-    preload: list[str] = field(default_factory=list)
+    preload: tuple[str, ...] = ()
     # Where jobs run: "local" (processes on this machine) or "ray" (Ray tasks, one fresh worker
     # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
     backend: str = "local"
-    ray: RayConf = field(default_factory=RayConf)
+    ray: RaySettings = field(default_factory=RaySettings)
+
+    @property
+    def fraction(self) -> float:
+        """Each job's share of its GPU's memory."""
+        if self.memory_fraction is not None:
+            return self.memory_fraction
+        return round(DEFAULT_MEMORY_SHARE / self.jobs_per_gpu, 4)
+
+
+def hydra_config_class(
+    settings: type, name: str, target: str | None = None, nested: dict[type, type] | None = None
+) -> type:
+    """A plain (mutable) dataclass with `settings`' fields, types and defaults, `_target_`
+    first: what Hydra's ConfigStore and OmegaConf need. `nested` maps a settings class used as
+    a field's type to its config class."""
+    fields: list[tuple[str, Any, Any]] = []
+    if target is not None:
+        fields.append(("_target_", str, field(default=target)))
+    for f in dataclasses.fields(settings):
+        declared: Any = f.type
+        kind = (nested or {}).get(declared, declared)
+        if f.default_factory is not dataclasses.MISSING:
+            factory = kind if kind is not declared else f.default_factory
+            fields.append((f.name, kind, field(default_factory=factory)))
+        else:
+            fields.append((f.name, kind, field(default=f.default)))
+    cls = dataclasses.make_dataclass(name, fields)
+    # Importable by name: Hydra's state, this class in it, is pickled for each job.
+    cls.__module__, cls.__qualname__ = __name__, name
+    return cls
+
+
+RayConf = hydra_config_class(RaySettings, "RayConf")
+HpsearchLauncherConf = hydra_config_class(
+    LauncherSettings, "HpsearchLauncherConf", TARGET, {RaySettings: RayConf}
+)

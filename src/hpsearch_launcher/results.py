@@ -4,9 +4,10 @@ table = ResultsTable.load(sweep_dir)   # results.csv, checked
 print(leaderboard(list(table.rows.values()), table.params, "max"))
 """
 
+from .outcome import DONE
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.rows import finite
-from .record.table import DONE, FILENAME, STATUS, ResultsFileError, ResultsTable
+from .record.table import FILENAME, STATUS, ResultsFileError, ResultsTable
 
 __all__ = [
     "DONE",

@@ -1,86 +1,22 @@
 """The execution seam: how a job's process is started, watched and ended, behind one interface.
 
-The scheduling loop knows only `Backend` and `JobHandle`; a backend (a cold process per job, a
-warm spare per slot, a Ray task) implements them and reports each job's end as a typed
-`Outcome`. The reason text is derived from the outcome, never parsed back out of it.
+The scheduling loop knows only `Execution`, `Backend` and `JobHandle`; a backend (a cold process
+per job, a warm spare per slot, a Ray task) implements them and reports each job's end as a
+typed `Outcome` (hpsearch_launcher.outcome).
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import re
-import signal
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..nvml import GpuMemory
-
-
-class Ending(enum.Enum):
-    RETURNED = "returned"  # the task returned (JobReturn COMPLETED)
-    RAISED = "raised"  # the task raised (JobReturn FAILED)
-    EXITED = "exited"  # the process exited with a status (sys.exit, os._exit) and no return
-    KILLED = "killed"  # the process was killed by a signal nobody in the sweep sent
-    TIMED_OUT = "timed out"  # past hydra.launcher.timeout: the sweep ended its process tree
-    INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, SIGTERM) and ended it
-    NOT_STARTED = "not started"  # its process could not be created
-    CRASHED = "crashed"  # its process died and nobody knows how (Ray does not say)
-    LOST = "node lost"  # the machine it ran on left the cluster: not the job's doing
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one attempt of a job ended."""
-
-    ending: Ending
-    job_return: Any = None  # hydra's JobReturn, for RETURNED and RAISED
-    code: int | None = None  # the exit status (EXITED) or the signal number (KILLED)
-    detail: str = ""  # RAISED: "Type: message"; EXITED: sys.exit's message; else the cause
-    last_error: str = ""  # the last error line the job printed, when it returned nothing
-    placement: str = ""  # where it ran, when the backend chose (Ray: "0@10.0.0.5/3f2a9c1b")
-
-    @property
-    def ok(self) -> bool:
-        return self.ending is Ending.RETURNED
-
-    @property
-    def reason(self) -> str:
-        """The outcome in words, as the console and results.csv show it ("" when ok)."""
-        if self.ending is Ending.RETURNED:
-            return ""
-        if self.ending is Ending.RAISED:
-            return self.detail
-        if self.ending is Ending.EXITED:
-            text = f"exited with status {self.code}"
-        elif self.ending is Ending.KILLED:
-            text = f"killed by {_signal_name(self.code)}{_SIGNAL_HINTS.get(self.code or 0, '')}"
-        else:
-            text = self.detail
-        if self.ending is Ending.EXITED and self.detail:
-            text += f": {self.detail}"
-        elif self.last_error and self.ending in (Ending.EXITED, Ending.KILLED, Ending.CRASHED):
-            text += f": {self.last_error}"
-        return text
-
-
-_SIGNAL_HINTS: dict[int, str] = {
-    signal.SIGKILL: " (the OOM killer, or a user)",
-    signal.SIGSEGV: " (segmentation fault)",
-    signal.SIGABRT: " (aborted)",
-    signal.SIGBUS: " (bus error)",
-}
-
-
-def _signal_name(signum: int | None) -> str:
-    try:
-        return signal.Signals(signum or 0).name
-    except ValueError:
-        return f"signal {signum}"
-
+from ..outcome import Outcome
 
 _ERROR_LINE = re.compile(r"error|exception|fatal|abort|killed|out of memory", re.IGNORECASE)
 
@@ -93,25 +29,6 @@ def last_error_line(text: str) -> str:
         if line and _ERROR_LINE.search(line):
             return line if len(line) <= 300 else line[:297] + "..."
     return ""
-
-
-def outcome_of(result: tuple, last_error: Callable[[], str], placement: str = "") -> Outcome:
-    """The Outcome of what a job's process handed back (`_child.run_task`'s tuple):
-    ("returned", JobReturn[, note]), ("raised", JobReturn, "Type: message") or
-    ("exited", code, message). `last_error` reads the job's stderr, only when needed."""
-    kind = result[0]
-    if kind == "returned":
-        note = str(result[2]) if len(result) > 2 else ""
-        return Outcome(Ending.RETURNED, job_return=result[1], detail=note, placement=placement)
-    if kind == "raised":
-        return Outcome(Ending.RAISED, job_return=result[1], detail=result[2], placement=placement)
-    return Outcome(
-        Ending.EXITED,
-        code=result[1],
-        detail=result[2],
-        last_error=last_error(),
-        placement=placement,
-    )
 
 
 def sweep_sys_path() -> list[str]:

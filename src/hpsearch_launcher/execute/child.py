@@ -16,12 +16,15 @@ result file atomically and exits. One process, one job.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
 import threading
 import time
 from typing import Any
+
+from ..outcome import TaskEnd, TaskResult
 
 WATCHDOG_PERIOD_S = 0.5
 # Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
@@ -92,8 +95,8 @@ def _preload(modules: list[str]) -> None:
 
 def run_task(
     hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any
-) -> tuple:
-    """("returned", JobReturn), ("raised", JobReturn, "Type: message") or ("exited", code, text)."""
+) -> TaskResult:
+    """Run the job as Hydra's own launchers do; what happened, as a TaskResult."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
@@ -112,7 +115,7 @@ def run_task(
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         detail = "" if isinstance(exc.code, int) or exc.code is None else str(exc.code)
-        return ("exited", code, detail)
+        return TaskResult(TaskEnd.EXITED, code=code, detail=detail)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -124,21 +127,22 @@ def run_task(
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
         sys.stderr.flush()
         ret._return_value = _picklable_error(error)
-        return ("raised", ret, f"{type(error).__name__}: {error}")
-    return ("returned", ret)
+        return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
+    return TaskResult(TaskEnd.RETURNED, ret)
 
 
-def result_bytes(result: tuple) -> bytes:
+def result_bytes(result: TaskResult) -> bytes:
     """The result pickled; an unpicklable return value is handed back as its description."""
     import cloudpickle
 
     try:
         return bytes(cloudpickle.dumps(result))
     except Exception as err:
-        ret = result[1]
+        ret = result.job_return
         value = ret._return_value
         ret._return_value = f"<unpicklable {type(value).__name__}: {_short_repr(value)}>"
-        return bytes(cloudpickle.dumps((*result, f"{type(err).__name__}: {err}")))
+        note = dataclasses.replace(result, detail=f"{type(err).__name__}: {err}")
+        return bytes(cloudpickle.dumps(note))
 
 
 def _write_result(path: str, data: bytes) -> None:

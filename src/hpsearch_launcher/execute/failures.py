@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import signal
 
+from ..outcome import Ending, Outcome
 from ..plan.settings import LauncherSettings
-from .backend import Ending, Outcome
 
 MAX_LOST_RETRIES = 3  # runs again of a job whose node was lost
 

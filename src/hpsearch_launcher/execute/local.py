@@ -35,17 +35,8 @@ from pathlib import Path
 import cloudpickle
 import psutil
 
-from .backend import (
-    Ending,
-    EnvKey,
-    JobHandle,
-    JobSpec,
-    Outcome,
-    env_key,
-    last_error_line,
-    outcome_of,
-    sweep_sys_path,
-)
+from ..outcome import Ending, Outcome, outcome_of
+from .backend import EnvKey, JobHandle, JobSpec, env_key, last_error_line, sweep_sys_path
 from .child import BOOT
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone

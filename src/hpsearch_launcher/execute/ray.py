@@ -31,19 +31,10 @@ import cloudpickle
 
 from .. import contract, nvml
 from ..atomic import write_text_atomic
+from ..outcome import Ending, Outcome, TaskEnd, TaskResult, outcome_of
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
-from .backend import (
-    Ending,
-    EnvKey,
-    Execution,
-    JobHandle,
-    JobSpec,
-    Outcome,
-    last_error_line,
-    outcome_of,
-    sweep_sys_path,
-)
+from .backend import EnvKey, Execution, JobHandle, JobSpec, last_error_line, sweep_sys_path
 from .local import file_tail
 
 log = logging.getLogger("hpsearch.launcher")
@@ -74,7 +65,7 @@ def run_on_node(
     where = f"{','.join(gpus) or 'cpu'}@{ray.util.get_node_ip_address()}/{node[:8]}"
     problem = sweep_dir_problem(mark, job["stderr"], job["cwd"])
     if problem:
-        return where, cloudpickle.dumps(("unreachable", problem))
+        return where, cloudpickle.dumps(TaskResult(TaskEnd.UNREACHABLE, detail=problem))
     # The sweep's clock for hydra.launcher.timeout starts now; and should this process die,
     # the sweep still knows where it ran.
     Path(job["started"]).write_text(where)
@@ -193,10 +184,7 @@ class RayHandle:
             )
         except rx.RayError as err:
             return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {_first_line(err)}")
-        result = cloudpickle.loads(data)
-        if result[0] == "unreachable":
-            return Outcome(Ending.NOT_STARTED, detail=result[1], placement=where)
-        return outcome_of(result, self._err, placement=where)
+        return outcome_of(cloudpickle.loads(data), self._err, placement=where)
 
     def _err(self) -> str:
         return last_error_line(self.log_tail())

@@ -21,6 +21,7 @@ from hydra.core.utils import JobReturn
 
 from ..contract import memory_limit_mb
 from ..nvml import GpuMemory
+from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.env import job_env
 from ..plan.jobs import Job, run_dir, set_run_dir
 from ..plan.memory import has_room, others_mb, room_mb
@@ -28,8 +29,8 @@ from ..plan.naming import claim_run_dir
 from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
 from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState, make_progress
-from ..record.recorder import Recorder, status_of
-from .backend import Backend, Ending, EnvKey, JobHandle, JobSpec, Outcome, env_key
+from ..record.recorder import Recorder
+from .backend import Backend, EnvKey, JobHandle, JobSpec, env_key
 from .failures import is_out_of_memory, retry_kind
 from .signals import StopRequest, stop_on_signals
 
@@ -320,11 +321,11 @@ class Sweep:
             value = self.returns[job.index]._return_value  # type: ignore[union-attr]
             log.info("job %d done   %s  -> %s", job.num, label, _short(value))
         else:
-            if status == "interrupted":
+            if status is Status.INTERRUPTED:
                 self._state.interrupted += 1
             else:
                 self._state.failed += 1
-            log.error("job %d %s %s: %s", job.num, status.upper(), label, outcome.reason)
+            log.error("job %d %s %s: %s", job.num, status.value.upper(), label, outcome.reason)
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone on its device after running
@@ -352,7 +353,9 @@ class Sweep:
             )
         else:
             self.queue.appendleft(run)
-            log.warning("job %d %s: retrying (%s)", run.job.num, status_of(outcome), outcome.reason)
+            log.warning(
+                "job %d %s: retrying (%s)", run.job.num, status_of(outcome).value, outcome.reason
+            )
         return True
 
     def _stop(self) -> None:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.errors import CompactHydraException
 
-from ..config import HpsearchLauncherConf
+from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings, RaySettings
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
 
-# Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
-DEFAULT_MEMORY_SHARE = 0.9
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
 GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
@@ -23,39 +21,6 @@ GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 class LauncherSettingsError(CompactHydraException):
     """A bad hydra.launcher.* value: the message names the value, the rule and the fix.
     (Compact: Hydra prints the message alone, no traceback.)"""
-
-
-@dataclass(frozen=True)
-class RaySettings:
-    address: str = ""  # "" (start one), "auto", "ray://host:port" or "host:port"
-    num_cpus: float = 1.0
-    init: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LauncherSettings:
-    gpus: tuple[str, ...] | None  # None: "auto", resolved when the sweep starts
-    jobs_per_gpu: int
-    memory_fraction: float | None  # None: derived per GPU count in `fraction`
-    n_jobs: int
-    timeout: float | None
-    allow_growth: bool
-    env: Mapping[str, str] = field(default_factory=dict)
-    resume: bool = True
-    max_oom_retries: int = 1
-    max_retries: int = 0
-    warm_start: bool = True
-    preload: tuple[str, ...] = ()
-    wait_for_free_memory: bool = True
-    backend: str = "local"
-    ray: RaySettings = field(default_factory=lambda: RaySettings())
-
-    @property
-    def fraction(self) -> float:
-        """Each job's share of its GPU's memory."""
-        if self.memory_fraction is not None:
-            return self.memory_fraction
-        return round(DEFAULT_MEMORY_SHARE / self.jobs_per_gpu, 4)
 
 
 def _fail(key: str, value: Any, rule: str, example: str) -> LauncherSettingsError:
@@ -106,17 +71,19 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
 
 
 def defaults() -> dict[str, Any]:
-    """The launcher's defaults, as its config dataclass declares them (the one source)."""
-    values = {}
-    for f in dataclasses.fields(HpsearchLauncherConf):
-        if f.default is not dataclasses.MISSING:
-            values[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-            nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
-            values[f.name] = dataclasses.asdict(value) if nested else value  # type: ignore[arg-type]
-    values.pop("_target_")
-    return values
+    """The launcher's defaults, as `LauncherSettings` declares them (the one source)."""
+    return dataclasses.asdict(LauncherSettings())
+
+
+def _refuse_unknown(given: Mapping[str, Any], known: Mapping[str, Any], prefix: str) -> None:
+    """A key that is no setting (`+hydra.launcher.jobs_per_gpus=2` gets past Hydra): refused,
+    with the nearest setting's name, rather than silently ignored."""
+    for key in given:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(str(key), list(known), n=1)
+        hint = f"did you mean {prefix}{near[0]}?" if near else f"settings: {', '.join(known)}"
+        raise LauncherSettingsError(f"hydra.launcher.{prefix}{key}: no such setting; {hint}")
 
 
 def cpu_count() -> int:
@@ -128,6 +95,7 @@ def cpu_count() -> int:
 
 def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
     """Check hydra.launcher's values; raise LauncherSettingsError on the first bad one."""
+    _refuse_unknown(given, defaults(), "")
     params = defaults() | dict(given)
     jobs_per_gpu = _integer("jobs_per_gpu", params["jobs_per_gpu"], "jobs_per_gpu=2")
     fraction = params["memory_fraction"]
@@ -218,9 +186,7 @@ _RAY_ADDRESS = re.compile(r"^(auto|ray://\S+|[\w.-]+:\d+)$")
 
 def parse_ray(params: Mapping[str, Any]) -> RaySettings:
     """hydra.launcher.ray: which cluster, what each job holds on it."""
-    unknown = sorted(set(params) - {"address", "num_cpus", "init"})
-    if unknown:
-        raise _fail(f"ray.{unknown[0]}", params[unknown[0]], "is not a setting", "ray.num_cpus=2")
+    _refuse_unknown(params, defaults()["ray"], "ray.")
     address = params["address"]
     address = "" if address is None else address
     if not isinstance(address, str) or not (address == "" or _RAY_ADDRESS.match(address)):

@@ -54,7 +54,10 @@ def device_label(device: str) -> str:
 
 
 def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:
-    return settings.n_jobs if tuple(devices) == (CPU,) else settings.jobs_per_gpu
+    if tuple(devices) != (CPU,):
+        return settings.jobs_per_gpu
+    assert settings.n_jobs is not None, "parse_settings resolves n_jobs"
+    return settings.n_jobs
 
 
 class SlotPool:

@@ -10,8 +10,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..outcome import DONE, SUPERSEDED
 from .rows import finite
-from .table import DONE, STATUS, SUPERSEDED
+from .table import STATUS
 
 
 def summary_options(config: DictConfig | Mapping[str, Any] | None) -> tuple[str, list[str]]:

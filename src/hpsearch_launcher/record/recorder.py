@@ -16,7 +16,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
-from ..execute.backend import Ending, Outcome
+from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
 from .rows import (
@@ -29,19 +29,9 @@ from .rows import (
 )
 from .table import ResultsTable
 
-STATUS_OF = {
-    Ending.RETURNED: "completed",
-    Ending.TIMED_OUT: "timeout",
-    Ending.INTERRUPTED: "interrupted",
-}
-
 
 class JobFailed(CompactHydraException):
     """A job that did not return: its process died, timed out or was interrupted."""
-
-
-def status_of(outcome: Outcome) -> str:
-    return STATUS_OF.get(outcome.ending, "failed")
 
 
 class Recorder:
@@ -73,7 +63,7 @@ class Recorder:
         assert job.previous is not None
         self.reused.add(int(job.previous["job"]))
         row = dict(job.previous)
-        row["status"] = "resumed"
+        row["status"] = Status.RESUMED.value
         self.table.put(row, job.params)
         return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
 
@@ -94,7 +84,7 @@ class Recorder:
         if outcome.ok and outcome.detail:  # the child replaced an unpicklable return value
             self.notices.warn("return-pickle", f"job {job.num}'s return value: {outcome.detail}")
         ended = time.time()
-        row: dict[str, Any] = {"job": job.num, "status": status_of(outcome)}
+        row: dict[str, Any] = {"job": job.num, "status": status_of(outcome).value}
         if outcome.ok:  # the return value's columns first: they win over metrics.json's
             row |= return_columns(value, job.num, self.notices)
         metrics = final_metrics(run_dir, job.num, self.notices)

@@ -18,6 +18,7 @@ from pathlib import Path
 from hydra.errors import CompactHydraException
 
 from ..atomic import write_text_atomic
+from ..outcome import DONE, STATUSES, SUPERSEDED
 
 FILENAME = "results.csv"
 STATUS = "status"
@@ -36,9 +37,6 @@ REQUIRED = ("job", STATUS, "run_dir", "config_hash")
 # While jobs end, the file is rewritten at most this often (each rewrite is the whole file,
 # fsync'd); the sweep always writes it when it ends, is stopped, or fails.
 SAVE_INTERVAL_S = 0.5
-STATUSES = ("completed", "resumed", "failed", "timeout", "interrupted", "superseded")
-DONE = ("completed", "resumed")  # statuses whose return value a resumed sweep reuses
-SUPERSEDED = "superseded"  # an earlier run's unfinished job, run again by a later one
 
 
 class ResultsFileError(CompactHydraException):

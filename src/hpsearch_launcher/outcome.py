@@ -1,0 +1,143 @@
+"""How a job ended, in types every part of the launcher shares: what the job's process hands
+back (`TaskResult`), how an attempt ended (`Outcome`), and the status words results.csv uses.
+
+Neutral ground: it imports nothing from plan, execute or record, and they all import it. The
+reason text is derived from an outcome, never parsed back out of it.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+class TaskEnd(enum.Enum):
+    """What the job's own process saw of its task."""
+
+    RETURNED = "returned"  # run_job returned: the JobReturn holds the value
+    RAISED = "raised"  # the task raised: the JobReturn holds a picklable error
+    EXITED = "exited"  # the task called sys.exit: `code`, and its message if any
+    UNREACHABLE = "unreachable"  # the job's node cannot reach the sweep dir (Ray): not run
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What the job's process writes back for the sweep (pickled)."""
+
+    end: TaskEnd
+    job_return: Any = None  # hydra's JobReturn, for RETURNED and RAISED
+    code: int | None = None  # EXITED: the exit status
+    detail: str = ""  # RAISED: "Type: message"; EXITED: sys.exit's text; RETURNED: a note
+
+
+class Ending(enum.Enum):
+    RETURNED = "returned"  # the task returned (JobReturn COMPLETED)
+    RAISED = "raised"  # the task raised (JobReturn FAILED)
+    EXITED = "exited"  # the process exited with a status (sys.exit, os._exit) and no return
+    KILLED = "killed"  # the process was killed by a signal nobody in the sweep sent
+    TIMED_OUT = "timed out"  # past hydra.launcher.timeout: the sweep ended its process tree
+    INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, SIGTERM) and ended it
+    NOT_STARTED = "not started"  # its process could not be created
+    CRASHED = "crashed"  # its process died and nobody knows how (Ray does not say)
+    LOST = "node lost"  # the machine it ran on left the cluster: not the job's doing
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt of a job ended."""
+
+    ending: Ending
+    job_return: Any = None  # hydra's JobReturn, for RETURNED and RAISED
+    code: int | None = None  # the exit status (EXITED) or the signal number (KILLED)
+    detail: str = ""  # RAISED: "Type: message"; EXITED: sys.exit's message; else the cause
+    last_error: str = ""  # the last error line the job printed, when it returned nothing
+    placement: str = ""  # where it ran, when the backend chose (Ray: "0@10.0.0.5/3f2a9c1b")
+
+    @property
+    def ok(self) -> bool:
+        return self.ending is Ending.RETURNED
+
+    @property
+    def reason(self) -> str:
+        """The outcome in words, as the console and results.csv show it ("" when ok)."""
+        if self.ending is Ending.RETURNED:
+            return ""
+        if self.ending is Ending.RAISED:
+            return self.detail
+        if self.ending is Ending.EXITED:
+            text = f"exited with status {self.code}"
+        elif self.ending is Ending.KILLED:
+            text = f"killed by {_signal_name(self.code)}{_SIGNAL_HINTS.get(self.code or 0, '')}"
+        else:
+            text = self.detail
+        if self.ending is Ending.EXITED and self.detail:
+            text += f": {self.detail}"
+        elif self.last_error and self.ending in (Ending.EXITED, Ending.KILLED, Ending.CRASHED):
+            text += f": {self.last_error}"
+        return text
+
+
+_SIGNAL_HINTS: dict[int, str] = {
+    signal.SIGKILL: " (the OOM killer, or a user)",
+    signal.SIGSEGV: " (segmentation fault)",
+    signal.SIGABRT: " (aborted)",
+    signal.SIGBUS: " (bus error)",
+}
+
+
+def _signal_name(signum: int | None) -> str:
+    try:
+        return signal.Signals(signum or 0).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def outcome_of(result: TaskResult, last_error: Callable[[], str], placement: str = "") -> Outcome:
+    """The Outcome of what a job's process handed back. `last_error` reads the job's stderr,
+    only when needed."""
+    if result.end is TaskEnd.RETURNED:
+        return Outcome(
+            Ending.RETURNED, job_return=result.job_return, detail=result.detail, placement=placement
+        )
+    if result.end is TaskEnd.RAISED:
+        return Outcome(
+            Ending.RAISED, job_return=result.job_return, detail=result.detail, placement=placement
+        )
+    if result.end is TaskEnd.UNREACHABLE:
+        return Outcome(Ending.NOT_STARTED, detail=result.detail, placement=placement)
+    return Outcome(
+        Ending.EXITED,
+        code=result.code,
+        detail=result.detail,
+        last_error=last_error(),
+        placement=placement,
+    )
+
+
+class Status(str, enum.Enum):
+    """A job's status in results.csv (the words are the file's)."""
+
+    COMPLETED = "completed"
+    RESUMED = "resumed"  # finished in an earlier run of the sweep: not run again
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+    SUPERSEDED = "superseded"  # an earlier run's unfinished job, run again by a later one
+
+
+STATUSES = tuple(s.value for s in Status)
+DONE = (Status.COMPLETED.value, Status.RESUMED.value)  # whose return value resume reuses
+SUPERSEDED = Status.SUPERSEDED.value
+
+_STATUS_OF = {
+    Ending.RETURNED: Status.COMPLETED,
+    Ending.TIMED_OUT: Status.TIMEOUT,
+    Ending.INTERRUPTED: Status.INTERRUPTED,
+}
+
+
+def status_of(outcome: Outcome) -> Status:
+    return _STATUS_OF.get(outcome.ending, Status.FAILED)
