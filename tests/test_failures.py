@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from hpsearch_launcher.execute.backend import last_error_line
-from hpsearch_launcher.execute.failures import is_out_of_memory, retry_kind
+from hpsearch_launcher.execute.failures import Retry, is_out_of_memory, retry_kind
 from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
 
@@ -36,17 +36,17 @@ def test_out_of_memory(outcome: Outcome, stderr: str, oom: bool) -> None:
 @pytest.mark.parametrize(
     ("ending", "oom", "attempts", "oom_attempts", "settings", "kind"),
     [
-        (Ending.RAISED, True, 1, 1, {}, "oom"),  # max_oom_retries defaults to 1
+        (Ending.RAISED, True, 1, 1, {}, Retry.ALONE),  # max_oom_retries defaults to 1
         (Ending.RAISED, True, 2, 2, {}, None),
-        (Ending.RAISED, True, 1, 1, {"max_oom_retries": 2}, "oom"),
-        (Ending.RAISED, False, 1, 0, {"max_retries": 2}, "plain"),
+        (Ending.RAISED, True, 1, 1, {"max_oom_retries": 2}, Retry.ALONE),
+        (Ending.RAISED, False, 1, 0, {"max_retries": 2}, Retry.AGAIN),
         (Ending.RAISED, False, 3, 1, {"max_retries": 1}, None),  # 2 plain failures > 1
         (Ending.RAISED, True, 3, 3, {"max_oom_retries": 2}, None),
         (Ending.RAISED, False, 1, 0, {}, None),  # max_retries defaults to 0
-        (Ending.RAISED, False, 1, 0, {"max_retries": 1}, "plain"),
-        (Ending.TIMED_OUT, False, 1, 0, {"max_retries": 1}, "plain"),  # timeouts retry too
+        (Ending.RAISED, False, 1, 0, {"max_retries": 1}, Retry.AGAIN),
+        (Ending.TIMED_OUT, False, 1, 0, {"max_retries": 1}, Retry.AGAIN),  # timeouts retry too
         (Ending.TIMED_OUT, False, 2, 0, {"max_retries": 1}, None),
-        (Ending.KILLED, False, 2, 1, {"max_retries": 1}, "plain"),  # OOM attempts don't count
+        (Ending.KILLED, False, 2, 1, {"max_retries": 1}, Retry.AGAIN),  # OOM attempts don't count
         (Ending.INTERRUPTED, False, 1, 0, {"max_retries": 5}, None),  # resume reruns those
         (Ending.RETURNED, False, 1, 0, {"max_retries": 5}, None),
     ],

@@ -16,7 +16,7 @@ from apps.probe import probe
 from conftest import PROBE, read_records
 
 from hpsearch_launcher import nvml
-from hpsearch_launcher.execute import sweep as sweep_module
+from hpsearch_launcher.execute import machine
 from hpsearch_launcher.nvml import GpuMemory
 from hpsearch_launcher.plan.memory import has_room, room_mb
 from hpsearch_launcher.plan.slots import SlotPool
@@ -52,10 +52,10 @@ def test_no_nvml_means_no_waiting() -> None:
 
 def test_a_short_gpu_takes_no_job_and_the_others_go_on() -> None:
     pool = SlotPool(["0", "1", "2"], slots=1)
-    pool.short = {"1"}
+    pool.close("1")
     assert [pool.acquire(), pool.acquire()] == ["0", "2"]
     assert not pool.has_free()
-    pool.short.clear()
+    pool.reopen("1")
     assert pool.acquire() == "1"
 
 
@@ -81,7 +81,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeN
     fake = FakeNvml(tmp_path / "nvml.json")
     monkeypatch.setattr(nvml, "nvml_memory", fake)
     monkeypatch.setattr(nvml, "nvml_total_mb", lambda gpu: 1000)
-    monkeypatch.setattr(sweep_module, "MEMORY_POLL_S", 0.0)
+    monkeypatch.setattr(machine, "MEMORY_POLL_S", 0.0)
     yield fake
 
 

@@ -234,7 +234,7 @@ def test_device_labels() -> None:
 
 def test_a_pool_needs_devices_and_slots() -> None:
     for devices, slots in (([], 1), (["0"], 0)):
-        with pytest.raises(ValueError, match="SlotPool needs devices and slots >= 1"):
+        with pytest.raises(ValueError, match="SlotPool needs groups and slots >= 1"):
             SlotPool(devices, slots)
 
 
@@ -271,10 +271,10 @@ def test_a_pool_grows_with_its_cluster_and_never_shrinks() -> None:
     pool = SlotPool(["ray:0"], slots=2)
     assert [pool.acquire(), pool.acquire()] == ["ray:0", "ray:0"] and not pool.has_free()
     pool.grow(["ray:0", "ray:1"], slots=2)  # a node with one more GPU joined
-    assert pool.devices == ("ray:0", "ray:1") and pool.busy == {"ray:0": 2, "ray:1": 0}
+    assert pool.groups == ("ray:0", "ray:1") and pool.busy == {"ray:0": 2, "ray:1": 0}
     assert [pool.acquire(), pool.acquire()] == ["ray:1", "ray:1"] and not pool.has_free()
     pool.grow(["ray:0"], slots=1)  # a node left: the jobs placed keep their slots
-    assert pool.devices == ("ray:0", "ray:1") and pool.slots == 2
+    assert pool.groups == ("ray:0", "ray:1") and pool.slots == 2
     cpu = SlotPool(["cpu"], slots=2)
     cpu.grow(["cpu"], slots=6)  # a CPU cluster: more CPUs, more slots on its one device
-    assert cpu.slots == 6 and cpu.devices == ("cpu",)
+    assert cpu.slots == 6 and cpu.groups == ("cpu",)

@@ -21,7 +21,7 @@ import pytest
 from conftest import PROBE, Runner, read_records, wait_no_tagged
 
 from hpsearch_launcher import contract
-from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, retry_kind
+from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, Retry, retry_kind
 from hpsearch_launcher.execute.ray import (
     _lost,
     gpu_fraction,
@@ -116,12 +116,12 @@ def test_a_lost_node_is_retried_apart_from_the_jobs_own_failures() -> None:
     settings = parse_settings({"max_retries": 0})
     lost = Outcome(Ending.LOST, detail="its node was lost")
     for n in range(1, MAX_LOST_RETRIES + 1):
-        assert retry_kind(lost, False, n, 0, settings, lost_attempts=n) == "plain"
+        assert retry_kind(lost, False, n, 0, settings, lost_attempts=n) is Retry.AGAIN
     assert retry_kind(lost, False, 9, 0, settings, lost_attempts=MAX_LOST_RETRIES + 1) is None
     # Two lost attempts do not use up max_retries=1 for the job's own failure afterwards.
     raised = Outcome(Ending.RAISED, detail="ValueError: x")
     once = parse_settings({"max_retries": 1})
-    assert retry_kind(raised, False, 3, 0, once, lost_attempts=2) == "plain"
+    assert retry_kind(raised, False, 3, 0, once, lost_attempts=2) is Retry.AGAIN
     assert retry_kind(raised, False, 4, 0, once, lost_attempts=2) is None
     assert lost.reason == "its node was lost"
 

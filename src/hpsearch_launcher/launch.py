@@ -19,13 +19,12 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
-from . import nvml
 from .execute.backend import Execution
-from .execute.local import LocalBackend
+from .execute.machine import machine_execution
 from .execute.sweep import Sweep
 from .plan.jobs import JobConfigError, compose_jobs
-from .plan.settings import LauncherSettings, LauncherSettingsError, cpu_count, parse_settings
-from .plan.slots import CPU, SlotPool, slots_per_device, sweep_devices
+from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
+from .plan.slots import CPU
 from .record.leaderboard import leaderboard, summary_options, unfinished
 from .record.recorder import Recorder
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
@@ -47,14 +46,18 @@ def launch(
     )
     # This machine's devices are checked before results.csv is touched; a Ray cluster is
     # joined only once every job's config has been found good.
-    execution = local_execution(settings, task) if settings.backend == "local" else None
+    execution: Execution | None = (
+        machine_execution(settings, task) if settings.backend == "local" else None
+    )
     try:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if launcher.records is None:
             launcher.records = open_records(sweep_dir, settings)
         recorder: Recorder = launcher.records
         jobs = compose_jobs(
-            launcher,
+            config,
+            launcher.hydra_context.config_loader,
+            getattr(launcher.task_function, "preflight", None),
             job_overrides,
             recorder.first_new_job + initial_job_idx,
             recorder.resumable() if settings.resume else {},
@@ -63,7 +66,7 @@ def launch(
             from .execute.ray import ray_execution
 
             execution = ray_execution(settings, task, sweep_dir)
-        per = "" if execution.devices == (CPU,) else " per GPU"
+        per = "" if execution.groups == (CPU,) else " per GPU"
         log.info(
             "hpsearch: %d jobs on %s, %d at a time%s; sweep dir %s",
             len(jobs),
@@ -72,18 +75,7 @@ def launch(
             per,
             sweep_dir,
         )
-        sweep = Sweep(
-            jobs,
-            settings,
-            SlotPool(execution.devices, execution.slots),
-            execution.backend,
-            recorder,
-            execution.memory_total,
-            execution.cores,
-            execution.memory_query,
-            execution.refresh,
-        )
-        returns = sweep.run()
+        returns = Sweep(jobs, settings, execution, recorder).run()
     finally:
         if execution is not None:
             execution.backend.close()
@@ -102,31 +94,6 @@ def launch(
             recorder.table.path,
         )
     return returns
-
-
-def local_execution(settings: LauncherSettings, task: bytes) -> Execution:
-    """This machine's GPUs (or its CPU), a fresh local process per job, warm spares ahead."""
-    nvml_ids = nvml.nvml_gpu_ids()  # asked once: an NVML session per call
-    devices = sweep_devices(settings, os.environ, lambda: nvml_ids)
-    if settings.gpus and not nvml_ids:
-        log.warning(
-            "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
-            "against: jobs get those CUDA_VISIBLE_DEVICES as given",
-            list(settings.gpus),
-        )
-    cores = cpu_count()
-    backend = LocalBackend(
-        task, settings.preload if settings.warm_start else (), max_preparing=max(1, cores // 2)
-    )
-    return Execution(
-        backend,
-        devices,
-        slots_per_device(settings, devices),
-        "the CPU" if devices == (CPU,) else f"GPU {','.join(devices)}",
-        {d: nvml.nvml_total_mb(d) for d in devices if d != CPU},
-        cores,
-        nvml.nvml_memory if settings.wait_for_free_memory else None,
-    )
 
 
 @contextlib.contextmanager

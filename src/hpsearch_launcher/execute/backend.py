@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..nvml import GpuMemory
 from ..outcome import Outcome
+from ..plan.env import job_env
+from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
 
 _ERROR_LINE = re.compile(r"error|exception|fatal|abort|killed|out of memory", re.IGNORECASE)
 
@@ -55,7 +56,8 @@ class JobSpec:
     payload: bytes  # the pickled sweep config of the job
     stdout_path: str
     stderr_path: str
-    share: float = 1.0  # the part of its device it holds: 1/jobs_per_gpu, or 1 when alone
+    share: float = 1.0  # the part of its slot group it holds: 1/jobs_per_gpu, or 1 when alone
+    subdir: str = ""  # the run dir claimed for it (hydra.sweep.subdir); "": as its config says
 
 
 class JobHandle(Protocol):
@@ -73,6 +75,10 @@ class JobHandle(Protocol):
 
     def log_tail(self, max_bytes: int = 64 * 1024) -> str:
         """The end of what the job wrote to stderr."""
+        ...
+
+    def pids(self) -> list[int]:
+        """The job's processes on this machine (its GPU memory is theirs); [] elsewhere."""
         ...
 
 
@@ -100,15 +106,42 @@ class Backend(Protocol):
 
 @dataclass
 class Execution:
-    """Where a sweep's jobs run: the backend, the slots the sweep fills, how to say it."""
+    """Where a sweep's jobs run, as the scheduling loop sees it: the backend, the slot groups it
+    fills, each job's environment, and what only the backend can tell (hooks below; these
+    defaults: nothing ever short of memory, a fixed size)."""
 
     backend: Backend
-    devices: tuple[str, ...]
-    slots: int
+    groups: tuple[str, ...]  # slot groups: GPU ids, ("cpu",), or a cluster's "ray:0", ...
+    slots: int  # per group
     where: str  # "GPU 0,1", "the CPU", "Ray (2 nodes, 4 GPUs)"
-    memory_total: dict[str, int | None]
-    cores: int  # the cores one device's slots share (each job's threads: cores // slots)
-    # Asks a GPU's free memory (slots wait for it); None: never asked.
-    memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None
-    # The devices and slots there are now (a cluster that gained nodes); None: fixed.
-    refresh: Callable[[], tuple[tuple[str, ...], int]] | None = None
+    settings: LauncherSettings
+    memory_total: Mapping[str, int | None]  # MB per group, where known (this machine's GPUs)
+    cores: int  # the cores one group's slots share (each job's threads: cores // slots)
+    warm: bool = False  # whether the backend makes spares ahead (`Backend.prepare`)
+    _envs: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+
+    def job_env(self, group: str, whole: bool = False) -> dict[str, str]:
+        """A job's environment on `group`: its slot's, or the whole GPU's for a job alone."""
+        if not whole and group in self._envs:
+            return self._envs[group]
+        env = job_env(
+            group,
+            self.settings,
+            1 if whole else self.slots,
+            os.getpid(),
+            self.memory_total.get(group),
+            self.cores,
+            fraction=WHOLE_GPU_FRACTION if whole else None,
+        )
+        if not whole:
+            self._envs[group] = env
+        return env
+
+    def memory_short(self, busy: Mapping[str, int], ours: Collection[int]) -> dict[str, str] | None:
+        """The groups with a free slot whose GPU lacks a job's share of free memory, each with
+        why; None when not asked this time. `busy`: jobs per group; `ours`: our jobs' pids."""
+        return None
+
+    def grown(self) -> tuple[tuple[str, ...], int] | None:
+        """The groups and slots there are now, if the backend's room grew; else None."""
+        return None

@@ -54,7 +54,7 @@ def main(task_file: str, early_log: str, preload: list[str], ready_fd: int = -1)
         job = cloudpickle.load(f)
     redirect(job["stdout"], job["stderr"], keep=early_log)
     config = cloudpickle.loads(job["config"])
-    result = run_task(hydra_context, config, task_function, singleton_state)
+    result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
     _write_result(job["result"], result_bytes(result))
     _exit_quickly()
 
@@ -94,15 +94,20 @@ def _preload(modules: list[str]) -> None:
 
 
 def run_task(
-    hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any
+    hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any, subdir: str
 ) -> TaskResult:
-    """Run the job as Hydra's own launchers do; what happened, as a TaskResult."""
+    """Run the job as Hydra's own launchers do, in the run dir `subdir` the sweep claimed for
+    it ("": where its config says); what happened, as a TaskResult."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
+    from omegaconf import read_write
 
     setup_globals()
     Singleton.set_state(singleton_state)
+    if subdir:
+        with read_write(sweep_config.hydra):
+            sweep_config.hydra.sweep.subdir = subdir
     HydraConfig.instance().set_config(sweep_config)
     try:
         ret = run_job(

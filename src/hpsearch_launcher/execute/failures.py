@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import enum
 import re
 import signal
 
 from ..outcome import Ending, Outcome
 from ..plan.settings import LauncherSettings
+
+
+class Retry(enum.Enum):
+    """How a failed job runs again."""
+
+    ALONE = "alone"  # after running out of memory: alone on its GPU, with the whole memory
+    AGAIN = "again"  # as before, on any free slot
+
 
 MAX_LOST_RETRIES = 3  # runs again of a job whose node was lost
 
@@ -36,8 +45,8 @@ def retry_kind(
     oom_attempts: int,
     settings: LauncherSettings,
     lost_attempts: int = 0,
-) -> str | None:
-    """'oom' (again, alone on a whole GPU), 'plain' (again, as before) or None (give up).
+) -> Retry | None:
+    """How the job runs again, or None: give up.
 
     `attempts` counts every run of the job so far; `oom_attempts` those that ran out of memory,
     `lost_attempts` those whose node left the cluster: not the job's failure, so retried up to
@@ -47,9 +56,9 @@ def retry_kind(
     if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED):
         return None
     if outcome.ending is Ending.LOST:
-        return "plain" if lost_attempts <= MAX_LOST_RETRIES else None
+        return Retry.AGAIN if lost_attempts <= MAX_LOST_RETRIES else None
     if oom:
-        return "oom" if oom_attempts <= settings.max_oom_retries else None
+        return Retry.ALONE if oom_attempts <= settings.max_oom_retries else None
     if attempts - oom_attempts - lost_attempts <= settings.max_retries:
-        return "plain"
+        return Retry.AGAIN
     return None

@@ -77,9 +77,9 @@ class LocalHandle:
         self._started = time.monotonic()  # its process exists: it runs
         threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def pids(self) -> list[int]:
+        """The job's process and its descendants (a data loader's workers hold GPU memory too)."""
+        return [self.proc.pid, *(p.pid for p in self.descendants())]
 
     def started_at(self) -> float:
         return self._started
@@ -147,6 +147,7 @@ class LocalBackend:
                     "stdout": spec.stdout_path,
                     "stderr": spec.stderr_path,
                     "result": str(result),
+                    "subdir": spec.subdir,
                 }
             )
         )

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,8 @@ def run_on_node(
     redirect(job["stdout"], job["stderr"])
     hydra_context, task_function, singleton_state = cloudpickle.loads(task)
     config = cloudpickle.loads(job["config"])
-    return where, result_bytes(run_task(hydra_context, config, task_function, singleton_state))
+    result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
+    return where, result_bytes(result)
 
 
 def node_env(
@@ -199,6 +201,9 @@ class RayHandle:
     def log_tail(self, max_bytes: int = 64 * 1024) -> str:
         return file_tail(Path(self.spec.stderr_path), max_bytes)
 
+    def pids(self) -> list[int]:
+        return []  # its worker may be on another machine: Ray owns it
+
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
@@ -254,6 +259,7 @@ class RayBackend:
             "stderr": spec.stderr_path,
             "sys_path": self.sys_path,
             "cwd": self.cwd,
+            "subdir": spec.subdir,
         }
         ref = self.remote.options(
             num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
@@ -311,15 +317,28 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
     else:
         what = f"{cpus:g} CPUs"
 
-    return Execution(
+    return RayExecution(
         backend,
         devices,
         slots,
         f"Ray ({nodes} node{'s' * (nodes > 1)}, {what})",
+        settings,
         {},
         max(1, round(settings.ray.num_cpus)) * slots,
-        refresh=lambda: cluster_slots(ray.cluster_resources(), settings, on_gpus),
+        on_gpus=on_gpus,
     )
+
+
+@dataclass
+class RayExecution(Execution):
+    """Jobs as Ray tasks; the slots grow with the cluster (nodes that join mid-sweep)."""
+
+    on_gpus: bool = False
+
+    def grown(self) -> tuple[tuple[str, ...], int]:
+        import ray
+
+        return cluster_slots(ray.cluster_resources(), self.settings, self.on_gpus)
 
 
 def cluster_slots(

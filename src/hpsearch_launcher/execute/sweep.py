@@ -9,36 +9,30 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cloudpickle
 from hydra.core.utils import JobReturn
 
-from ..contract import memory_limit_mb
-from ..nvml import GpuMemory
 from ..outcome import Ending, Outcome, Status, status_of
-from ..plan.env import job_env
-from ..plan.jobs import Job, run_dir, set_run_dir
-from ..plan.memory import has_room, others_mb, room_mb
+from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
-from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
+from ..plan.settings import LauncherSettings
 from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState, make_progress
 from ..record.recorder import Recorder
-from .backend import Backend, EnvKey, JobHandle, JobSpec, env_key
-from .failures import is_out_of_memory, retry_kind
+from .backend import EnvKey, Execution, JobHandle, JobSpec, env_key
+from .failures import Retry, is_out_of_memory, retry_kind
 from .signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
 
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
-MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free memory
 REFRESH_S = 5.0  # how often a cluster is asked whether it has more room (nodes that joined)
 
 
@@ -62,35 +56,21 @@ class Run:
 
 class Sweep:
     def __init__(
-        self,
-        jobs: list[Job],
-        settings: LauncherSettings,
-        pool: SlotPool,
-        backend: Backend,
-        recorder: Recorder,
-        memory_total: dict[str, int | None],
-        cpu_count: int,
-        memory_query: Callable[[str, Collection[int]], GpuMemory | None] | None = None,
-        refresh: Callable[[], tuple[tuple[str, ...], int]] | None = None,
+        self, jobs: list[Job], settings: LauncherSettings, execution: Execution, recorder: Recorder
     ) -> None:
         self.jobs = jobs
         self.queue = deque(Run(job) for job in jobs if job.previous is None)
-        self.whole_queue: list[Run] = []  # retries waiting for their device to be free
+        self.whole_queue: list[Run] = []  # retries waiting for their group to be free
         self.running: dict[concurrent.futures.Future[Outcome], Run] = {}
         self.returns: list[JobReturn | None] = [None] * len(jobs)
         self.settings = settings
-        self.pool = pool
-        self.backend = backend
+        self.execution = execution
+        self.backend = execution.backend
+        self.pool = SlotPool(execution.groups, execution.slots)
         self.recorder = recorder
-        self.memory_total = memory_total
-        self.cpu_count = cpu_count
-        self.memory_query = memory_query  # None: slots never wait for free memory
-        self._memory_asked = -MEMORY_POLL_S
-        self.refresh = refresh  # None: the devices are fixed
         self._refreshed = time.monotonic()
         self.stop = StopRequest()
-        self._envs: dict[str, dict[str, str]] = {}  # each device's slot environment
-        self._state = SweepState(total=len(jobs), slots=len(pool.devices) * pool.slots)
+        self._state = SweepState(total=len(jobs), slots=len(self.pool.groups) * self.pool.slots)
 
     def run(self) -> list[JobReturn]:
         for job in self.jobs:
@@ -98,14 +78,14 @@ class Sweep:
                 self.returns[job.index] = self.recorder.resumed(job)
                 self._state.resumed += 1
                 log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
-        progress = make_progress(self.pool.devices)
+        progress = make_progress(self.pool.groups)
         try:
             with stop_on_signals() as self.stop:
                 while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
                     self._check_memory()
                     self._grow()
                     self._start_ready()
-                    if self.settings.warm_start:
+                    if self.execution.warm:
                         self.backend.prepare(self._spares_wanted())
                     self._wait()
                     self.recorder.table.flush()
@@ -133,53 +113,44 @@ class Sweep:
         return self._state
 
     def _check_memory(self) -> None:
-        """Close the free slots of GPUs that lack a job's share of free memory (other users'
-        processes hold it), and open them again when it is back; at most every MEMORY_POLL_S."""
-        now = time.monotonic()
-        if self.memory_query is None or not self.queue or now - self._memory_asked < MEMORY_POLL_S:
+        """Close the free slots of groups whose GPU lacks a job's share of free memory (other
+        users' processes hold it), and open them again when it is back; the execution says
+        which, and how often it asks."""
+        if not self.queue:
             return
-        self._memory_asked = now
-        ours = [p for r in self.running.values() if (p := getattr(r.handle, "pid", None))]
-        for device in self.pool.devices:
-            total = self.memory_total.get(device)
-            busy = self.pool.busy[device]
-            if total is None or busy >= self.pool.slots:
-                continue
-            share = memory_limit_mb(self.settings.fraction, total)
-            memory = self.memory_query(device, ours)
-            if has_room(memory, busy, share):
-                if device in self.pool.short:
-                    log.info("hpsearch: %s has room again", device_label(device))
-                self.pool.short.discard(device)
-                self._state.waiting.pop(device, None)
-                continue
-            assert memory is not None
-            note = f"needs {share} MB free, has {max(0, room_mb(memory, busy, share))} MB"
-            if device not in self.pool.short:
-                log.warning(
-                    "hpsearch: %s waits for free memory: %s (other processes hold %d MB); "
-                    "the other GPUs go on",
-                    device_label(device),
-                    note,
-                    others_mb(memory, busy, share),
-                )
-            self.pool.short.add(device)
-            self._state.waiting[device] = note
+        ours = [pid for run in self.running.values() if run.handle for pid in run.handle.pids()]
+        short = self.execution.memory_short(self.pool.busy, ours)
+        if short is None:
+            return
+        for group in self.pool.groups:
+            if group in short:
+                if self.pool.close(group):
+                    log.warning(
+                        "hpsearch: %s waits for free memory: %s; the other GPUs go on",
+                        device_label(group),
+                        short[group],
+                    )
+                self._state.waiting[group] = short[group]
+            elif self.pool.reopen(group):
+                log.info("hpsearch: %s has room again", device_label(group))
+                self._state.waiting.pop(group, None)
 
     def _grow(self) -> None:
-        """Take on the room a cluster gained (nodes that joined) while jobs still queue."""
+        """Take on the room the execution gained (a cluster's new nodes) while jobs queue."""
         now = time.monotonic()
-        if self.refresh is None or not self.queue or now - self._refreshed < REFRESH_S:
+        if not self.queue or now - self._refreshed < REFRESH_S:
             return
         self._refreshed = now
         try:
-            devices, slots = self.refresh()
+            grown = self.execution.grown()
         except Exception as err:  # the cluster could not say: go on with what there is
             log.warning("hpsearch: could not ask the cluster for its size: %r", err)
             return
-        before = len(self.pool.devices) * self.pool.slots
-        self.pool.grow(devices, slots)
-        after = len(self.pool.devices) * self.pool.slots
+        if grown is None:
+            return
+        before = len(self.pool.groups) * self.pool.slots
+        self.pool.grow(*grown)
+        after = len(self.pool.groups) * self.pool.slots
         if after > before:
             self._state.slots = after
             log.info("hpsearch: the cluster grew: %d jobs at a time (%d before)", after, before)
@@ -198,7 +169,7 @@ class Sweep:
         job = run.job
         run.device = device
         run.attempts += 1
-        env = self._env(device, whole=run.whole)
+        env = self.execution.job_env(device, whole=run.whole)
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
@@ -210,6 +181,7 @@ class Sweep:
                 str(run.dir / "stdout.log"),
                 str(run.dir / "stderr.log"),
                 share=1.0 if run.whole else 1 / self.pool.slots,
+                subdir=run.dir.name if job.name else "",
             )
             run.handle = self.backend.start(spec, env)
         except Exception as err:  # out of processes, file descriptors, disk: this job, not all
@@ -222,23 +194,6 @@ class Sweep:
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
-    def _env(self, device: str, whole: bool = False) -> dict[str, str]:
-        """A job's environment on `device`: its slot's, or the whole GPU's for a job alone."""
-        if not whole and device in self._envs:
-            return self._envs[device]
-        env = job_env(
-            device,
-            self.settings,
-            1 if whole else self.pool.slots,
-            os.getpid(),
-            self.memory_total.get(device),
-            self.cpu_count,
-            fraction=WHOLE_GPU_FRACTION if whole else None,
-        )
-        if not whole:
-            self._envs[device] = env
-        return env
-
     def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
         """Warm start: one spare per busy slot, for as many queued jobs as there are, in the
         order the round-robin will hand them out. Free slots need none (the queue would have
@@ -248,16 +203,17 @@ class Sweep:
         for device in self.pool.in_turn():
             count = 0 if device in self.pool.reserved else min(self.pool.busy[device], left)
             if count:
-                env = self._env(device)
+                env = self.execution.job_env(device)
                 wanted[env_key(env)] = (env, count)
                 left -= count
         return wanted
 
     @staticmethod
     def _claim_dir(job: Job) -> Path:
-        """The job's run dir, created now: named from its overrides (`name~2` if taken)."""
+        """The job's run dir, created now: named from its overrides (`name~2` if taken), or
+        where the user's hydra.sweep.subdir puts it."""
         if job.name:
-            set_run_dir(job, claim_run_dir(run_dir(job).parent, job.name))
+            return sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
         path = run_dir(job)
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -342,7 +298,7 @@ class Sweep:
         prefix = "out of memory: " if oom else ""
         seconds = time.monotonic() - run.started
         run.errors.append(f"attempt {run.attempts} ({seconds:.1f}s): {prefix}{outcome.reason}")
-        run.whole = kind == "oom"
+        run.whole = kind is Retry.ALONE
         if run.whole:
             self.whole_queue.append(run)
             log.warning(

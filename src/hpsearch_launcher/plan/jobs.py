@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,32 +45,39 @@ class Job:
         return self.name or str(self.config.hydra.sweep.subdir)
 
 
+Preflight = Callable[[DictConfig], None]
+
+
 def compose_jobs(
-    launcher: Any,
+    config: DictConfig,
+    config_loader: Any,
+    preflight: Preflight | None,
     job_overrides: Sequence[Sequence[str]],
     first_num: int,
     finished: Mapping[str, Iterable[Mapping[str, str]]],
 ) -> list[Job]:
     """Compose, check and name every job; nothing is created on disk.
 
+    `config`: the sweep's config; `config_loader`: Hydra's, composes each job; `preflight`:
+    the task's own check of a job's config (raises ValueError), run on every job here.
     `finished`: earlier rows that finished, by config hash; each is matched to at most one job
     (a sweep may hold the same config twice: both are resumed only if both finished before).
     """
-    config: DictConfig = launcher.config
     keys = varying_keys(job_overrides, swept_keys(config))
     name_runs = subdir_is_default(config)
     unused = {h: list(rows) for h, rows in finished.items()}
-    composer = Composer(launcher.hydra_context.config_loader, config)
+    composer = Composer(config_loader, config)
     jobs = []
+    sweep_hydra = HydraConfig.instance().cfg  # put back below: each job's is set to resolve it
     for index, overrides in enumerate(job_overrides):
         num = first_num + index
         sweep_config = composer.compose(overrides)
         with open_dict(sweep_config):
             sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
             sweep_config.hydra.job.num = num
-        HydraConfig.instance().set_config(sweep_config)  # lets hydra.* interpolations resolve
+        HydraConfig.instance().set_config(sweep_config)  # lets ${hydra:...} resolve for it
         name = run_dir_name(overrides, keys, num)
-        _preflight(launcher.task_function, sweep_config, f"job {num} ({name})")
+        _preflight(preflight, sweep_config, f"job {num} ({name})")
         digest = config_hash(sweep_config)
         earlier = unused.get(digest)
         jobs.append(
@@ -85,23 +92,22 @@ def compose_jobs(
                 previous=earlier.pop(0) if earlier else None,
             )
         )
+    HydraConfig.instance().cfg = sweep_hydra
     return jobs
 
 
-def set_run_dir(job: Job, subdir: str) -> None:
-    """Point the job's config at the run dir claimed for it when it first starts."""
-    with read_write(job.config.hydra):
-        job.config.hydra.sweep.subdir = subdir
+def sweep_dir(job: Job) -> Path:
+    return Path(str(job.config.hydra.sweep.dir))
 
 
 def run_dir(job: Job) -> Path:
-    return Path(str(job.config.hydra.sweep.dir)) / str(job.config.hydra.sweep.subdir)
+    """The run dir its config names (hydra.sweep.subdir as the user set it, or Hydra's)."""
+    return sweep_dir(job) / str(job.config.hydra.sweep.subdir)
 
 
-def _preflight(task_function: Any, sweep_config: DictConfig, job: str) -> None:
+def _preflight(check: Preflight | None, sweep_config: DictConfig, job: str) -> None:
     """The task's own checks (a `preflight` attribute of the task function), run here so a
     bad value anywhere in the sweep stops it before the first job starts."""
-    check = getattr(task_function, "preflight", None)
     if check is None:
         return
     try:

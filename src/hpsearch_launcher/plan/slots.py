@@ -1,4 +1,8 @@
-"""Which devices a sweep uses and which slot each job takes: round-robin over free slots.
+"""Which GPUs a sweep uses and which slot each job takes: round-robin over free slots.
+
+Words: a *GPU* is an id as nvidia-smi lists it; a *slot group* is what the pool hands out
+slots of (a GPU id, `cpu`, or one GPU's worth of a Ray cluster, `ray:0`); a *placement* is
+where a backend says a job ran (Ray's `0@10.0.0.5/3f2a9c1b`).
 
 Pure functions and a small state machine, tested with fake GPU ids; nothing here starts a
 process or touches a GPU (NVML is asked only through a function you pass).
@@ -10,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .settings import GPU_UUID, LauncherSettings, LauncherSettingsError
 
-CPU = "cpu"  # the one "device" of a sweep without GPUs; GPU ids are digits or UUIDs
+CPU = "cpu"  # the one slot group of a sweep without GPUs; GPU ids are digits or UUIDs
 
 
 def visible_gpus(environ: Mapping[str, str], nvml_ids: Callable[[], list[str]]) -> tuple[str, ...]:
@@ -46,14 +50,15 @@ def sweep_devices(
 
 
 def device_label(device: str) -> str:
-    """How the console names a device: `cpu`, `gpu 1`; a place a backend reported (Ray's
-    `0@10.0.0.5/3f2a9c1b`) or a slot group (Ray's `ray:0`) as it is."""
+    """How the console names a slot group or a placement: `cpu`, `gpu 1`; a placement a
+    backend reported (Ray's `0@10.0.0.5/3f2a9c1b`) or a Ray slot group (`ray:0`) as it is."""
     if device == CPU:
         return "cpu"
     return f"gpu {device}" if device.isdigit() or GPU_UUID.match(device) else device
 
 
 def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:
+    """Slots per group: jobs_per_gpu on GPUs, n_jobs on the CPU."""
     if tuple(devices) != (CPU,):
         return settings.jobs_per_gpu
     assert settings.n_jobs is not None, "parse_settings resolves n_jobs"
@@ -61,70 +66,81 @@ def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:
 
 
 class SlotPool:
-    """Round-robin over the devices that have a free slot.
+    """Round-robin over the groups that have a free slot.
 
-    Job i of a sweep of equal jobs goes to device i mod N. When a slot frees, the next job takes
-    the next device in round-robin order that has a free slot, so a device whose job ended early
-    is not left idle while others queue; no device ever holds more than `slots` jobs.
+    Job i of a sweep of equal jobs goes to group i mod N. When a slot frees, the next job takes
+    the next group in round-robin order that has a free slot, so a group whose job ended early
+    is not left idle while others queue; no group ever holds more than `slots` jobs.
     """
 
-    def __init__(self, devices: Sequence[str], slots: int) -> None:
-        if not devices or slots < 1:
-            raise ValueError(f"SlotPool needs devices and slots >= 1, got {devices!r}, {slots}")
-        self.devices = tuple(devices)
+    def __init__(self, groups: Sequence[str], slots: int) -> None:
+        if not groups or slots < 1:
+            raise ValueError(f"SlotPool needs groups and slots >= 1, got {groups!r}, {slots}")
+        self.groups = tuple(groups)
         self.slots = slots
-        self.busy = dict.fromkeys(self.devices, 0)
-        self.reserved: set[str] = set()  # devices draining for a job that needs one whole
-        self.short: set[str] = set()  # GPUs without a job's memory share free (other users)
+        self.busy = dict.fromkeys(self.groups, 0)
+        self.reserved: set[str] = set()  # groups draining for a job that needs one whole
+        self.short: set[str] = set()  # groups without a job's memory share free (other users)
         self._next = 0  # where the round-robin resumes
 
-    def grow(self, devices: Sequence[str] = (), slots: int = 0) -> None:
-        """Take on more devices, or more slots on each (a Ray cluster that gained nodes);
+    def grow(self, groups: Sequence[str] = (), slots: int = 0) -> None:
+        """Take on more groups, or more slots on each (a Ray cluster that gained nodes);
         never fewer: jobs already placed keep their slots."""
-        added = [d for d in devices if d not in self.busy]
-        self.devices = (*self.devices, *added)
+        added = [g for g in groups if g not in self.busy]
+        self.groups = (*self.groups, *added)
         self.busy |= dict.fromkeys(added, 0)
         self.slots = max(self.slots, slots)
 
-    def has_free(self) -> bool:
-        return any(self._open(d) for d in self.devices)
+    def close(self, group: str) -> bool:
+        """Take no job on `group` until reopened (its GPU lacks free memory); whether it was
+        open until now."""
+        closed = group not in self.short
+        self.short.add(group)
+        return closed
 
-    def _open(self, device: str) -> bool:
+    def reopen(self, group: str) -> bool:
+        """Undo `close`; whether it was closed until now."""
+        was = group in self.short
+        self.short.discard(group)
+        return was
+
+    def has_free(self) -> bool:
+        return any(self._open(d) for d in self.groups)
+
+    def _open(self, group: str) -> bool:
         return (
-            device not in self.reserved
-            and device not in self.short
-            and self.busy[device] < self.slots
+            group not in self.reserved and group not in self.short and self.busy[group] < self.slots
         )
 
     def in_turn(self) -> list[str]:
-        """The devices in the order the round-robin will next offer them."""
-        n = len(self.devices)
-        return [self.devices[(self._next + step) % n] for step in range(n)]
+        """The groups in the order the round-robin will next offer them."""
+        n = len(self.groups)
+        return [self.groups[(self._next + step) % n] for step in range(n)]
 
     def acquire(self) -> str:
-        """Take a slot on the next device in round-robin order that has one free."""
-        for step in range(len(self.devices)):
-            i = (self._next + step) % len(self.devices)
-            device = self.devices[i]
-            if self._open(device):
-                self.busy[device] += 1
-                self._next = (i + 1) % len(self.devices)
-                return device
+        """Take a slot on the next group in round-robin order that has one free."""
+        for step in range(len(self.groups)):
+            i = (self._next + step) % len(self.groups)
+            group = self.groups[i]
+            if self._open(group):
+                self.busy[group] += 1
+                self._next = (i + 1) % len(self.groups)
+                return group
         raise RuntimeError("acquire() with every slot busy: check has_free() first")
 
-    def acquire_whole(self, device: str) -> bool:
-        """Take every slot of `device` for one job, once its running jobs have ended.
+    def acquire_whole(self, group: str) -> bool:
+        """Take every slot of `group` for one job, once its running jobs have ended.
 
-        Until then the device is reserved: it takes no new job, so it cannot be starved.
+        Until then the group is reserved: it takes no new job, so it cannot be starved.
         """
-        if self.busy[device]:
-            self.reserved.add(device)
+        if self.busy[group]:
+            self.reserved.add(group)
             return False
-        self.reserved.discard(device)
-        self.busy[device] = self.slots
+        self.reserved.discard(group)
+        self.busy[group] = self.slots
         return True
 
-    def release(self, device: str, whole: bool = False) -> None:
-        if self.busy.get(device, 0) < (self.slots if whole else 1):
-            raise RuntimeError(f"release({device!r}) without a slot taken on it")
-        self.busy[device] = 0 if whole else self.busy[device] - 1
+    def release(self, group: str, whole: bool = False) -> None:
+        if self.busy.get(group, 0) < (self.slots if whole else 1):
+            raise RuntimeError(f"release({group!r}) without a slot taken on it")
+        self.busy[group] = 0 if whole else self.busy[group] - 1

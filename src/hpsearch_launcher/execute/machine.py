@@ -1,0 +1,81 @@
+"""This machine as an Execution: its GPUs (or its CPU), a fresh local process per job with warm
+spares ahead, and slots that wait while other users' processes hold a GPU's memory."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from .. import nvml
+from ..contract import memory_limit_mb
+from ..plan.memory import has_room, others_mb, room_mb
+from ..plan.settings import LauncherSettings, cpu_count
+from ..plan.slots import CPU, slots_per_device, sweep_devices
+from .backend import Execution
+from .local import LocalBackend
+
+log = logging.getLogger("hpsearch.launcher")
+
+MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free memory
+
+
+@dataclass
+class MachineExecution(Execution):
+    """The local backend on this machine's GPUs; `memory_short` asks NVML."""
+
+    gate: bool = False  # wait_for_free_memory
+    _asked: float = -MEMORY_POLL_S
+
+    def memory_short(self, busy: Mapping[str, int], ours: Collection[int]) -> dict[str, str] | None:
+        now = time.monotonic()
+        if not self.gate or now - self._asked < MEMORY_POLL_S:
+            return None
+        self._asked = now
+        short = {}
+        for group in self.groups:
+            total = self.memory_total.get(group)
+            if total is None or busy[group] >= self.slots:
+                continue
+            share = memory_limit_mb(self.settings.fraction, total)
+            # Looked up at call time: the tests stand a fake NVML in for the real one.
+            memory = nvml.nvml_memory(group, ours)
+            if not has_room(memory, busy[group], share):
+                assert memory is not None
+                room = max(0, room_mb(memory, busy[group], share))
+                others = others_mb(memory, busy[group], share)
+                short[group] = (
+                    f"needs {share} MB free, has {room} MB (other processes hold {others} MB)"
+                )
+        return short
+
+
+def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecution:
+    """This machine's GPUs (or its CPU), checked against what NVML sees."""
+    nvml_ids = nvml.nvml_gpu_ids()  # asked once: an NVML session per call
+    groups = sweep_devices(settings, os.environ, lambda: nvml_ids)
+    if settings.gpus and not nvml_ids:
+        log.warning(
+            "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
+            "against: jobs get those CUDA_VISIBLE_DEVICES as given",
+            list(settings.gpus),
+        )
+    cores = cpu_count()
+    # Spares importing at once: more would slow the jobs still importing (the first round, on
+    # a box with few cores) more than it gains.
+    backend = LocalBackend(
+        task, settings.preload if settings.warm_start else (), max_preparing=max(1, cores // 2)
+    )
+    return MachineExecution(
+        backend,
+        groups,
+        slots_per_device(settings, groups),
+        "the CPU" if groups == (CPU,) else f"GPU {','.join(groups)}",
+        settings,
+        {g: nvml.nvml_total_mb(g) for g in groups if g != CPU},
+        cores,
+        warm=settings.warm_start,
+        gate=settings.wait_for_free_memory,
+    )
