@@ -1,0 +1,47 @@
+"""The launcher's import structure (tools/import_layers.py): no circle, no import back up."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+import import_layers  # noqa: E402
+
+
+def test_the_launcher_has_no_import_circle_and_keeps_its_layers() -> None:
+    assert import_layers.problems(REPO / "src" / "hpsearch_launcher") == []
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "hpsearch_launcher"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+def test_a_circle_and_an_import_back_up_are_found(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "plan/__init__.py": "",
+            "plan/settings.py": "from ..execute.backend import Execution\n",
+            "execute/__init__.py": "",
+            "execute/backend.py": "def f():\n    from ..plan import settings\n",
+            "record/__init__.py": "",
+            "record/table.py": "import hpsearch_launcher.execute.backend\n",
+            "outcome.py": "from hpsearch_launcher.record import table\n",
+        },
+    )
+    assert import_layers.problems(package) == [
+        "import circle: execute.backend -> plan.settings",
+        "outcome imports record.table: outcome must not import it",
+        "plan.settings imports execute.backend: plan must not import it",
+        "record.table imports execute.backend: record must not import it",
+    ]
+    assert import_layers.main([str(package)]) == 1

@@ -1,0 +1,126 @@
+"""Check the launcher's imports: no circle between its modules, and none that runs back up.
+
+    python tools/import_layers.py [PACKAGE_DIR]     (default: src/hpsearch_launcher)
+
+Layers, lowest first: the neutral modules (config, contract, nvml, atomic, outcome) import none
+of the others; plan imports neither execute nor record; record does not import execute.
+Every import counts, a lazy one inside a function too. Prints each problem; exit status 1 if any.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+NEUTRAL = {"config", "contract", "nvml", "atomic", "outcome"}
+# What each part must not import (by the first name under the package).
+FORBIDDEN = {
+    **{name: {"plan", "execute", "record", "launch", "callbacks", "results"} for name in NEUTRAL},
+    "plan": {"execute", "record", "launch", "callbacks", "results"},
+    "record": {"execute", "launch"},
+}
+
+
+def modules(package: Path) -> dict[str, Path]:
+    """Dotted names (relative to the package, "" for its __init__) of its modules."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, package: str, known: set[str]) -> Iterator[str]:
+    """The package's modules that module `name` imports."""
+    is_package = path.name == "__init__.py"
+    here = name.split(".") if name else []
+    base = here if is_package else here[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                start = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                prefix = ".".join([*start, *(node.module.split(".") if node.module else [])])
+            elif node.module and (node.module + ".").startswith(package + "."):
+                prefix = node.module[len(package) + 1 :]
+            else:
+                continue
+            # `from . import x` names a module; `from .x import y` names x (y: a name in it).
+            subs = [f"{prefix}.{a.name}".strip(".") for a in node.names]
+            targets = [f"{package}.{s}" for s in subs if s in known] or [f"{package}.{prefix}"]
+        else:
+            continue
+        for target in targets:
+            if (target + ".").startswith(package + "."):
+                inner = target[len(package) + 1 :]
+                if inner in known and inner != name:
+                    yield inner
+
+
+def graph(package: Path) -> dict[str, set[str]]:
+    found = modules(package)
+    return {
+        name: set(imports(name, path, package.name, set(found))) for name, path in found.items()
+    }
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def problems(package: Path) -> list[str]:
+    edges = graph(package)
+    found = [f"import circle: {' -> '.join(group)}" for group in circles(edges)]
+    for name, targets in sorted(edges.items()):
+        part = name.split(".")[0]
+        for target in sorted(targets):
+            if target.split(".")[0] in FORBIDDEN.get(part, set()):
+                found.append(f"{name} imports {target}: {part} must not import it")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    package = Path(argv[0] if argv else "src/hpsearch_launcher")
+    found = problems(package)
+    for line in found:
+        print(f"{package}: {line}")
+    if not found:
+        print(f"{package}: {len(graph(package))} modules, no import circle, layers kept")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
