@@ -42,16 +42,35 @@ def test_the_launcher_imports_nothing_from_hpsearch() -> None:
     assert out.stdout.startswith("ok ") and int(out.stdout.split()[1]) >= 20
 
 
+HEAVY = {"tensorflow", "keras", "torch", "ray", "loky", "jax", "psutil"}
+
+
 def test_hydras_plugin_scan_imports_nothing_heavy() -> None:
     """Every Hydra process of every app scans the plugins: the launcher's scanned modules
-    import no TensorFlow, PyTorch, Ray or loky (those come in launch(), or in the job)."""
+    import cleanly (no warning) and no TensorFlow, PyTorch, Ray or loky (those come in
+    launch(), or in the job)."""
     code = (
         "import sys\n"
         "from hydra.core.plugins import Plugins\n"
         "from hydra.plugins.launcher import Launcher\n"
         "assert 'HpsearchLauncher' in [p.__name__ for p in Plugins.instance().discover(Launcher)]\n"
-        "heavy = {'tensorflow', 'torch', 'ray', 'loky', 'jax'}\n"
-        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
+        f"print(sorted({HEAVY!r} & {{m.split('.')[0] for m in sys.modules}}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]" and out.stderr == ""
+
+
+def test_the_job_side_api_is_light_to_import() -> None:
+    """What a task imports (`from hpsearch_launcher import cap_torch_memory`) brings in no
+    Hydra, TensorFlow, PyTorch, Ray or loky."""
+    code = (
+        "import sys\n"
+        "from hpsearch_launcher import cap_torch_memory, job_memory_limit_mb, write_json_atomic\n"
+        f"print(sorted(({HEAVY!r} | {{'hydra', 'omegaconf'}}) & "
+        "{m.split('.')[0] for m in sys.modules}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

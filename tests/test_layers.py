@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
-import import_layers  # noqa: E402
+import import_layers
 
 
 def test_the_launcher_has_no_import_circle_and_keeps_its_layers() -> None:

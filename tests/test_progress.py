@@ -14,8 +14,6 @@ from conftest import Runner
 
 from hpsearch_launcher.record.progress import SweepState
 
-pytestmark = pytest.mark.slow
-
 
 def test_eta_and_summary() -> None:
     state = SweepState(
@@ -34,6 +32,7 @@ def test_eta_and_summary() -> None:
     assert state.summary().endswith("ETA 0:00:45")
 
 
+@pytest.mark.slow
 def test_piped_output_gets_plain_progress_lines(runner: Runner, marks: Path) -> None:
     result = runner.run(runner.probe_sweep(marks, "x=0,1,2,3", "sleep=0.5"))
     assert result.returncode == 0, result.stdout
@@ -41,6 +40,7 @@ def test_piped_output_gets_plain_progress_lines(runner: Runner, marks: Path) -> 
     assert "\x1b[" not in result.stdout  # no terminal control codes in a log
 
 
+@pytest.mark.slow
 def test_terminal_gets_a_live_table(runner: Runner, marks: Path, tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     args = runner.probe_sweep(marks, "x=0,1,2,3", "sleep=1.0", "hydra.launcher.n_jobs=2")

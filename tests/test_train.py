@@ -106,5 +106,6 @@ def test_a_gpu_job_without_a_visible_gpu_fails_loudly(train_cfg, monkeypatch) ->
     from hpsearch.errors import ConfigError
 
     monkeypatch.setenv("HPSEARCH_GPU", "3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # what the test is about: no GPU visible
     with pytest.raises(ConfigError, match="the launcher gave this job GPU 3, but TensorFlow sees"):
         run(train_cfg("device=auto"), datasets=tiny())

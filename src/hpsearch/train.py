@@ -7,7 +7,6 @@ importing this module costs nothing, so the launcher's parent can reference the 
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import time
 from pathlib import Path
@@ -35,9 +34,6 @@ def run(
     """
     validate_config(cfg)
     started = time.perf_counter()
-    if cfg.device.type == "cpu":
-        # Hidden before TensorFlow starts, so that it never initialises a GPU in this process.
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     tf = import_tensorflow(int(cfg.tf_log_level))
     import keras
 

@@ -31,17 +31,17 @@ log = logging.getLogger("hpsearch.sweep")
 
 class SweepSummary(Callback):
     def __init__(self, mode: str | None = None, columns: Sequence[str] = ()) -> None:
-        # Read from the sweep config at the end (summary_options), the same way the launcher
-        # reads them when it prints the leaderboard itself.
-        del mode, columns
+        self.mode = mode  # None (or anything but max/min): the sweeper's direction, else max
+        self.columns = list(columns)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         table = ResultsTable.load(Path(str(config.hydra.sweep.dir)))
         rows = list(table.rows.values())
         if not rows:
             return
-        mode, columns = summary_options(config)
-        log.info("\n%s", leaderboard(rows, table.params, mode, columns=columns))
+        direction, _ = summary_options(config)
+        mode = self.mode if self.mode in ("max", "min") else direction
+        log.info("\n%s", leaderboard(rows, table.params, mode, columns=self.columns))
         failed = unfinished(rows)
         if failed:
             log.error(

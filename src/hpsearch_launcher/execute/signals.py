@@ -1,7 +1,8 @@
 """SIGINT and SIGTERM as a flag that the sweep's scheduling loop checks between its steps.
 
-A flag, not an exception raised from the handler: an exception could land inside loky's
-shutdown while it holds its global lock, and every later shutdown would then hang.
+A flag, not an exception raised from the handler: an exception could land anywhere in the
+loop (between a job's process starting and its being recorded as running, or inside a lock),
+leaving a job nobody ends; the loop looks at the flag between its steps instead.
 """
 
 from __future__ import annotations
