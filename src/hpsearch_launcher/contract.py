@@ -16,19 +16,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = [
-    "CPU_THREADS",
-    "GPU_ID",
-    "MEMORY_FRACTION",
-    "MEMORY_LIMIT_MB",
-    "METRICS_FILE",
-    "OWNED_VARIABLES",
-    "PARENT_PID",
-    "cap_torch_memory",
-    "job_memory_limit_mb",
-    "memory_limit_mb",
-]
-
 # Set by the launcher in each job's environment before the job's process starts.
 GPU_ID = "HPSEARCH_GPU"  # the GPU the job was given ("" on CPU)
 MEMORY_FRACTION = "HPSEARCH_GPU_MEMORY_FRACTION"  # the job's share of its GPU's memory
