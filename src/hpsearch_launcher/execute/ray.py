@@ -7,8 +7,9 @@ log files and its run dir are on the sweep dir, which every node must see at the
 shared filesystem): the sweep writes a mark file there, and a node that does not find it fails
 the job with that reason instead of writing somewhere nobody reads.
 
-Driver side: `ray_execution` connects (or starts a Ray for the sweep), sizes the sweep's slots
-from the cluster's resources, and makes a `RayBackend`. Worker side: `run_on_node`, the task.
+Here the driver side: `ray_execution` connects (or starts a Ray for the sweep), sizes the sweep's
+slots from the cluster's resources, and makes a `RayBackend`. The worker side, the task each job
+is, is `ray_worker.run_on_node`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import re
 import secrets
 import shutil
 import signal
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +30,14 @@ from typing import Any
 
 import cloudpickle
 
-from .. import contract, nvml
+from .. import contract
 from ..atomic import write_text_atomic
-from ..outcome import Ending, Outcome, TaskEnd, TaskResult, outcome_of
+from ..outcome import Ending, Outcome, outcome_of
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
 from .backend import EnvKey, Execution, JobHandle, JobSpec, last_error_line, sweep_sys_path
 from .local import file_tail
+from .ray_worker import run_on_node
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -45,95 +46,6 @@ END_WAIT_S = 10.0  # after ray.cancel(force=True), how long to wait for the task
 RAY_DEVICE = "ray:"  # the sweep's slot groups on a GPU cluster: "ray:0" .. one per GPU
 # Variables Ray sets per task itself (the GPUs it assigned), or meaningless off this machine.
 _NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
-
-
-# ---------------------------------------------------------------------------------------------
-# Worker side: the first code that runs in the fresh worker Ray made for one job.
-
-
-def run_on_node(
-    task: bytes, job: Mapping[str, Any], env: Mapping[str, str], mark: tuple[str, str]
-) -> tuple[str, bytes]:
-    """Run one job here; return (where it ran, its result pickled as the local backend's).
-
-    The environment goes in before the task is unpickled (which imports the app's modules,
-    TensorFlow included): CUDA, TensorFlow and JAX read it once, at start.
-    """
-    import ray
-
-    gpus = [str(g) for g in ray.get_gpu_ids()]
-    node = ray.get_runtime_context().get_node_id()
-    where = f"{','.join(gpus) or 'cpu'}@{ray.util.get_node_ip_address()}/{node[:8]}"
-    problem = sweep_dir_problem(mark, job["stderr"], job["cwd"])
-    if problem:
-        return where, cloudpickle.dumps(TaskResult(TaskEnd.UNREACHABLE, detail=problem))
-    # The sweep's clock for hydra.launcher.timeout starts now; and should this process die,
-    # the sweep still knows where it ran.
-    Path(job["started"]).write_text(where)
-    os.environ.update(node_env(env, gpus, nvml.nvml_total_mb))
-    sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    from .child import redirect, result_bytes, run_task
-
-    redirect(job["stdout"], job["stderr"])
-    hydra_context, task_function, singleton_state = cloudpickle.loads(task)
-    config = cloudpickle.loads(job["config"])
-    result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
-    return where, result_bytes(result)
-
-
-def node_env(
-    env: Mapping[str, str], gpus: Sequence[str], total_mb: Callable[[str], int | None]
-) -> dict[str, str]:
-    """The job's environment on its node: the sweep's, plus the GPU Ray assigned and, where
-    this node's NVML knows that GPU's size, the job's cap in MB. Without a GPU, CUDA sees none
-    (Ray leaves CUDA_VISIBLE_DEVICES alone for a task that asked for no GPU)."""
-    env = dict(env)
-    if not gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        return env
-    env[contract.GPU_ID] = ",".join(gpus)
-    fraction = env.get(contract.MEMORY_FRACTION)
-    total = total_mb(gpus[0]) if fraction else None
-    if fraction and total is not None:
-        env[contract.MEMORY_LIMIT_MB] = str(contract.memory_limit_mb(float(fraction), total))
-    return env
-
-
-def sweep_dir_problem(mark: tuple[str, str], stderr_path: str, cwd: str) -> str:
-    """Why this node cannot run a job of the sweep ("" if it can): it has no directory `cwd`
-    (where the sweep started: the job works there, as a local job does, so relative paths
-    mean the same), does not see the sweep dir the sweep wrote its mark in, or cannot write
-    the job's log there. On success the process is in `cwd`."""
-    try:
-        os.chdir(cwd)
-    except OSError as err:
-        return (
-            f"this node has no directory {cwd}, where the sweep started ({err.strerror}): "
-            "relative paths (hydra.sweep.dir, data files) would mean something else here; "
-            "start the sweep from a directory every node mounts at the same path"
-        )
-    path, token = mark
-    try:
-        seen = Path(path).read_text()
-    except OSError as err:
-        seen = f"<{type(err).__name__}>"
-    if seen != token:
-        state = "missing" if seen.startswith("<") else "another sweep's"
-        return (
-            f"this node does not see the sweep dir {Path(path).parent} (the sweep's mark file "
-            f"{Path(path).name} is {state} here): put hydra.sweep.dir on a filesystem every "
-            "node mounts at the same path"
-        )
-    try:
-        with open(stderr_path, "a"):
-            pass
-    except OSError as err:
-        return f"this node cannot write the job's log {stderr_path}: {err}"
-    return ""
-
-
-# ---------------------------------------------------------------------------------------------
-# Driver side.
 
 
 class RayHandle:
