@@ -24,8 +24,10 @@ class LauncherSettingsError(CompactHydraException):
 
 
 def _fail(key: str, value: Any, rule: str, example: str) -> LauncherSettingsError:
+    # As the user typed it: OmegaConf makes `timeout=-1` the float -1.0.
+    shown = int(value) if isinstance(value, float) and value.is_integer() else value
     return LauncherSettingsError(
-        f"hydra.launcher.{key}={value!r}: {rule} (e.g. hydra.launcher.{example})"
+        f"hydra.launcher.{key}={shown!r}: {rule} (e.g. hydra.launcher.{example})"
     )
 
 
