@@ -26,6 +26,7 @@ from .plan.jobs import JobConfigError, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
 from .record.leaderboard import leaderboard, summary_options, unfinished
+from .record.lock import SweepDirLocked, hold_sweep_dir
 from .record.recorder import Recorder
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
 
@@ -98,12 +99,13 @@ def launch(
 
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
-    """A bad setting, a job's bad config or an unreadable results.csv, found before any job
-    starts: `hpsearch: error: ...` on one line and exit status 2, as a single run of hpsearch
-    says it. HYDRA_FULL_ERROR=1 shows Hydra's own report, traceback included."""
+    """A bad setting, a job's bad config, an unreadable results.csv or a sweep dir another
+    sweep holds, found before any job starts: `hpsearch: error: ...` on one line and exit
+    status 2, as a single run of hpsearch says it. HYDRA_FULL_ERROR=1 shows Hydra's own
+    report, traceback included."""
     try:
         yield
-    except (LauncherSettingsError, JobConfigError, ResultsFileError) as err:
+    except (LauncherSettingsError, JobConfigError, ResultsFileError, SweepDirLocked) as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"hpsearch: error: {err}", file=sys.stderr, flush=True)
@@ -113,6 +115,7 @@ def one_line_errors() -> Iterator[None]:
 def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
     """The sweep dir's results.csv, read to resume; with resume=false, set aside unread."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    lock = hold_sweep_dir(sweep_dir)  # before results.csv is read or set aside
     if settings.resume:
         table = ResultsTable.load(sweep_dir)
         first = table.max_job() + 1
@@ -122,7 +125,7 @@ def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
         if moved is not None:
             log.warning("hpsearch: resume=false: the earlier %s is kept as %s", FILENAME, moved)
     table.min_interval = SAVE_INTERVAL_S  # 1,000 jobs ending must not mean 1,000 rewrites
-    return Recorder(table, first)
+    return Recorder(table, first, lock)
 
 
 def sweeper_stops(config: DictConfig, failed: int, total: int) -> bool:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from .compose import Composer
 from .naming import HYDRA_DEFAULT_SUBDIR, run_dir_name, split_override, varying_keys
+from .subdir import subdir_chosen
 
 
 class JobConfigError(CompactHydraException):
@@ -64,7 +65,7 @@ def compose_jobs(
     (a sweep may hold the same config twice: both are resumed only if both finished before).
     """
     keys = varying_keys(job_overrides, swept_keys(config))
-    name_runs = subdir_is_default(config)
+    name_runs = subdir_is_default(config, config_loader)
     unused = {h: list(rows) for h, rows in finished.items()}
     composer = Composer(config_loader, config)
     jobs = []
@@ -151,15 +152,14 @@ def swept_params(overrides: Sequence[str], keys: set[str]) -> dict[str, str]:
     return dict(sorted((k, "" if v is None else v) for k, v in pairs if k in keys))
 
 
-def subdir_is_default(config: DictConfig) -> bool:
-    """Name runs from their overrides unless the user chose hydra.sweep.subdir."""
-    on_command_line = any(
-        split_override(o)[0] == "hydra.sweep.subdir"
-        for o in _raw_list(config.hydra.overrides.hydra)
-    )
+def subdir_is_default(config: DictConfig, config_loader: Any) -> bool:
+    """Name runs from their overrides only while hydra.sweep.subdir is Hydra's untouched
+    default: set anywhere by the user (even to that value), it is theirs."""
     raw = OmegaConf.to_container(config.hydra.sweep, resolve=False)
     return (
-        not on_command_line and isinstance(raw, dict) and raw.get("subdir") == HYDRA_DEFAULT_SUBDIR
+        isinstance(raw, dict)
+        and raw.get("subdir") == HYDRA_DEFAULT_SUBDIR
+        and not subdir_chosen(config, config_loader)
     )
 
 

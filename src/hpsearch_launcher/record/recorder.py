@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
+from .lock import SweepLock
 from .rows import (
     Notices,
     final_metrics,
@@ -38,8 +39,11 @@ class Recorder:
     """The sweep's records, kept across its launch() calls (Optuna launches a batch at a time):
     writes each job's row into the table, and knows which earlier rows resume may reuse."""
 
-    def __init__(self, table: ResultsTable, first_new_job: int) -> None:
+    def __init__(
+        self, table: ResultsTable, first_new_job: int, lock: SweepLock | None = None
+    ) -> None:
         self.table = table
+        self.lock = lock  # the sweep dir, this sweep's while the records are kept
         self.first_new_job = first_new_job  # rows below it are from earlier runs of the sweep
         self.notices = Notices()
         self.reused: set[int] = set()  # earlier rows already handed to a job of this run
