@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-NEUTRAL = {"config", "contract", "nvml", "atomic", "outcome"}
+NEUTRAL = {"config", "contract", "nvml", "atomic", "outcome", "stream", "channel"}
 # What each part must not import (by the first name under the package).
 FORBIDDEN = {
     **{name: {"plan", "execute", "record", "launch", "callbacks", "results"} for name in NEUTRAL},

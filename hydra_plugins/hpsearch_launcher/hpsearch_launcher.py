@@ -49,3 +49,11 @@ class HpsearchLauncher(Launcher):
 
         with _core.one_line_errors():
             return _core.launch(self, job_overrides, initial_job_idx)
+
+    def stream(self, source: Any, swept_keys: Sequence[str], total: int | None = None) -> None:
+        """Run the jobs a JobSource (hpsearch_launcher.stream) gives, as slots free, until it
+        is exhausted and none runs: what an asynchronous sweeper calls instead of launch()."""
+        from hpsearch_launcher import launch as _core
+
+        with _core.one_line_errors():
+            _core.stream(self, source, swept_keys, total)

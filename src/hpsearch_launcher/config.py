@@ -64,6 +64,18 @@ class LauncherSettings:
     warm_start: bool = True
     # Modules a waiting process imports ahead of its job (e.g. [tensorflow] or [torch]).
     preload: tuple[str, ...] = ()
+    # Stop a job early once its reports (hpsearch_launcher.report, once an epoch) are hopeless:
+    # "none", or "median": its best value so far is worse than the median of the completed
+    # jobs' values at the same step (a plain grid can prune too; Optuna searches set
+    # hydra.sweeper.pruner instead). Its slot goes to the next job at once.
+    prune: str = "none"
+    # Which way reported values are better, for `prune`: max or min.
+    prune_mode: str = "max"
+    # Steps a job reports before `prune` may stop it (early epochs are noisy).
+    prune_warmup: int = 1
+    # Seconds a pruned job has to stop by itself (should_stop(), e.g. after a checkpoint)
+    # before its process tree is ended (SIGTERM, then SIGKILL a second later).
+    prune_grace: float = 2.0
     # Where jobs run: "local" (processes on this machine) or "ray" (Ray tasks, one fresh worker
     # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
     backend: str = "local"

@@ -22,6 +22,10 @@ MEMORY_FRACTION = "HPSEARCH_GPU_MEMORY_FRACTION"  # the job's share of its GPU's
 MEMORY_LIMIT_MB = "HPSEARCH_GPU_MEMORY_LIMIT_MB"  # that share in MB, when the parent knew the total
 CPU_THREADS = "HPSEARCH_CPU_THREADS"  # the job's share of the CPU cores
 PARENT_PID = "HPSEARCH_PARENT_PID"  # the sweep process: the job exits if it dies
+# Set by the job's own process when its job begins (a spare is made before it knows its run dir).
+REPORTS = "HPSEARCH_REPORTS"  # where report() appends: REPORTS_FILE in the job's run dir
+REPORTS_FILE = "reports.jsonl"  # {"step": 3, "value": 0.97} a line
+STOP_FILE = ".hpsearch-stop"  # created beside it when the sweep prunes the job
 # Variables only the launcher may set: hydra.launcher.env refuses them (the setting that
 # controls each is named in the error). Any other HPSEARCH_ name is reserved too.
 OWNED_VARIABLES = {
@@ -34,6 +38,7 @@ OWNED_VARIABLES = {
     MEMORY_LIMIT_MB: "hydra.launcher.memory_fraction",
     CPU_THREADS: "hydra.launcher.n_jobs",
     PARENT_PID: "nothing: the launcher sets it",
+    REPORTS: "nothing: the launcher sets it",
 }
 RESERVED_PREFIX = "HPSEARCH_"
 

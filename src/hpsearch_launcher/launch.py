@@ -7,6 +7,7 @@ Data flows one way: settings -> plan (devices, slots, jobs, names) -> processes 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import sys
@@ -19,16 +20,18 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
+from .batch import BatchSource
 from .execute.backend import Execution
 from .execute.machine import machine_execution
 from .execute.sweep import Sweep
-from .plan.jobs import JobConfigError, compose_jobs
+from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
 from .record.leaderboard import leaderboard, summary_options, unfinished
 from .record.lock import SweepDirLocked, hold_sweep_dir
 from .record.recorder import Recorder
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
+from .stream import Ask, JobSource
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -38,23 +41,16 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 def launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> list[JobReturn]:
-    setup_globals()
-    config: DictConfig = launcher.config
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    settings = parse_settings(launcher.params)
-    task = cloudpickle.dumps(
-        (launcher.hydra_context, launcher.task_function, Singleton.get_state())
-    )
+    """A sweeper's batch: every job composed and checked first, then run; one JobReturn per
+    job, in input order."""
+    config, settings, task = _setup(launcher)
     # This machine's devices are checked before results.csv is touched; a Ray cluster is
     # joined only once every job's config has been found good.
     execution: Execution | None = (
         machine_execution(settings, task) if settings.backend == "local" else None
     )
     try:
-        sweep_dir = Path(str(config.hydra.sweep.dir))
-        if launcher.records is None:
-            launcher.records = open_records(sweep_dir, settings)
-        recorder: Recorder = launcher.records
+        recorder = _records(launcher, config, settings)
         jobs = compose_jobs(
             config,
             launcher.hydra_context.config_loader,
@@ -63,38 +59,100 @@ def launch(
             recorder.first_new_job + initial_job_idx,
             recorder.resumable() if settings.resume else {},
         )
-        if execution is None:
-            from .execute.ray import ray_execution
-
-            execution = ray_execution(settings, task, sweep_dir)
-        per = "" if execution.groups == (CPU,) else " per GPU"
-        log.info(
-            "hpsearch: %d jobs on %s, %d at a time%s; sweep dir %s",
-            len(jobs),
-            execution.where,
-            execution.slots,
-            per,
-            sweep_dir,
-        )
-        returns = Sweep(jobs, settings, execution, recorder).run()
+        execution = execution or _ray(settings, task, config)
+        _announce(execution, f"{len(jobs)} jobs", config)
+        source = BatchSource(jobs, settings)
+        Sweep(settings, execution, recorder, source, source.job, total=len(jobs)).run()
     finally:
         if execution is not None:
             execution.backend.close()
+    returns: list[JobReturn] = source.returns
     if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(jobs)):
-        # The sweeper is about to raise the first failure: show the whole picture first (the
-        # end-of-sweep callback that prints it otherwise will not run).
-        mode, columns = summary_options(config)
-        rows = list(recorder.table.rows.values())
-        log.info("\n%s", leaderboard(rows, recorder.table.params, mode, columns=columns))
-        failed = len(unfinished(rows))
-        log.error(
-            "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
-            "stderr.log); results in %s",
-            failed,
-            len(rows),
-            recorder.table.path,
-        )
+        report_failures(config, recorder)
     return returns
+
+
+def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: int | None) -> None:
+    """A sweeper's stream: jobs asked from `source` whenever a slot is free, each composed
+    and checked when it is asked; every report and end goes back to it as it happens."""
+    config, settings, task = _setup(launcher)
+    execution: Execution | None = (
+        machine_execution(settings, task) if settings.backend == "local" else None
+    )
+    try:
+        recorder = _records(launcher, config, settings)
+        factory = JobFactory(
+            config,
+            launcher.hydra_context.config_loader,
+            getattr(launcher.task_function, "preflight", None),
+            set(swept_keys),
+            recorder.resumable() if settings.resume else {},
+        )
+        numbers = itertools.count(max(recorder.first_new_job, recorder.table.max_job() + 1))
+
+        def make_job(ask: Ask) -> Job:
+            num = next(numbers)
+            return factory.make(num, ask.overrides, num)
+
+        execution = execution or _ray(settings, task, config)
+        _announce(execution, "jobs as they are asked", config)
+        Sweep(settings, execution, recorder, source, make_job, total=total).run()
+    finally:
+        if execution is not None:
+            execution.backend.close()
+
+
+def _setup(launcher: Any) -> tuple[DictConfig, LauncherSettings, bytes]:
+    setup_globals()
+    config: DictConfig = launcher.config
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    settings = parse_settings(launcher.params)
+    task = cloudpickle.dumps(
+        (launcher.hydra_context, launcher.task_function, Singleton.get_state())
+    )
+    return config, settings, task
+
+
+def _records(launcher: Any, config: DictConfig, settings: LauncherSettings) -> Recorder:
+    """The sweep's records, opened at its first launch() and kept for the later ones."""
+    if launcher.records is None:
+        launcher.records = open_records(Path(str(config.hydra.sweep.dir)), settings)
+    recorder: Recorder = launcher.records
+    return recorder
+
+
+def _ray(settings: LauncherSettings, task: bytes, config: DictConfig) -> Execution:
+    from .execute.ray import ray_execution
+
+    return ray_execution(settings, task, Path(str(config.hydra.sweep.dir)))
+
+
+def _announce(execution: Execution, what: str, config: DictConfig) -> None:
+    per = "" if execution.groups == (CPU,) else " per GPU"
+    log.info(
+        "hpsearch: %s on %s, %d at a time%s; sweep dir %s",
+        what,
+        execution.where,
+        execution.slots,
+        per,
+        config.hydra.sweep.dir,
+    )
+
+
+def report_failures(config: DictConfig, recorder: Recorder) -> None:
+    """The sweeper is about to raise the first failure: show the whole picture first (the
+    end-of-sweep callback that prints it otherwise will not run)."""
+    mode, columns = summary_options(config)
+    rows = list(recorder.table.rows.values())
+    log.info("\n%s", leaderboard(rows, recorder.table.params, mode, columns=columns))
+    failed = len(unfinished(rows))
+    log.error(
+        "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
+        "stderr.log); results in %s",
+        failed,
+        len(rows),
+        recorder.table.path,
+    )
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ class Ending(enum.Enum):
     KILLED = "killed"  # the process was killed by a signal nobody in the sweep sent
     TIMED_OUT = "timed out"  # past hydra.launcher.timeout: the sweep ended its process tree
     INTERRUPTED = "interrupted"  # the sweep was stopped (Ctrl-C, SIGTERM) and ended it
+    PRUNED = "pruned"  # its reported curve was hopeless: the sweep ended it, freeing its slot
     NOT_STARTED = "not started"  # its process could not be created
     CRASHED = "crashed"  # its process died and nobody knows how (Ray does not say)
     LOST = "node lost"  # the machine it ran on left the cluster: not the job's doing
@@ -59,6 +60,11 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.ending is Ending.RETURNED
+
+    @property
+    def ended(self) -> bool:
+        """It ended as the sweep wanted (returned, or pruned): not a failure."""
+        return self.ending in (Ending.RETURNED, Ending.PRUNED)
 
     @property
     def reason(self) -> str:
@@ -126,16 +132,20 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     INTERRUPTED = "interrupted"
     SUPERSEDED = "superseded"  # an earlier run's unfinished job, run again by a later one
+    PRUNED = "pruned"  # stopped early by the sweep's pruner: it ended, not failed
 
 
 STATUSES = tuple(s.value for s in Status)
-DONE = (Status.COMPLETED.value, Status.RESUMED.value)  # whose return value resume reuses
+DONE = (Status.COMPLETED.value, Status.RESUMED.value)  # ran to the end: ranked by the objective
+# Ended for good: resume runs none of these again (a pruned job was judged, not cut short).
+FINAL = (*DONE, Status.PRUNED.value)
 SUPERSEDED = Status.SUPERSEDED.value
 
 _STATUS_OF = {
     Ending.RETURNED: Status.COMPLETED,
     Ending.TIMED_OUT: Status.TIMEOUT,
     Ending.INTERRUPTED: Status.INTERRUPTED,
+    Ending.PRUNED: Status.PRUNED,
 }
 
 

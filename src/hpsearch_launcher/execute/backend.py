@@ -94,6 +94,11 @@ class Backend(Protocol):
         cannot make processes ahead does nothing."""
         ...
 
+    def stop(self, handle: JobHandle, force: bool) -> None:
+        """Signal the job's process tree to end (SIGTERM; `force`: SIGKILL) and return at once:
+        its `outcome` resolves when it is gone."""
+        ...
+
     def end(self, handles: Sequence[JobHandle], grace: float) -> None:
         """End these jobs' process trees: SIGTERM, up to `grace` s, then SIGKILL; return when
         they are gone."""

@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any
 
+from ..contract import REPORTS, REPORTS_FILE
 from ..outcome import TaskEnd, TaskResult
 
 WATCHDOG_PERIOD_S = 0.5
@@ -108,6 +109,9 @@ def run_task(
     if subdir:
         with read_write(sweep_config.hydra):
             sweep_config.hydra.sweep.subdir = subdir
+    # The report channel (hpsearch_launcher.report) writes into the job's run dir.
+    run_dir = os.path.join(str(sweep_config.hydra.sweep.dir), str(sweep_config.hydra.sweep.subdir))
+    os.environ[REPORTS] = os.path.abspath(os.path.join(run_dir, REPORTS_FILE))
     HydraConfig.instance().set_config(sweep_config)
     try:
         ret = run_job(

@@ -53,7 +53,7 @@ def retry_kind(
     MAX_LOST_RETRIES times (Ray's own default for system failures) on top of max_retries.
     Interrupted jobs are never retried here: a resumed sweep runs them again.
     """
-    if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED):
+    if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED, Ending.PRUNED):
         return None
     if outcome.ending is Ending.LOST:
         return Retry.AGAIN if lost_attempts <= MAX_LOST_RETRIES else None

@@ -243,6 +243,11 @@ class LocalBackend:
             close_fds=True,
         )
 
+    def stop(self, handle: JobHandle, force: bool) -> None:
+        if isinstance(handle, LocalHandle):
+            sig = signal.SIGKILL if force else signal.SIGTERM
+            _signal_tree(handle.proc.pid, handle.descendants(), sig)
+
     def end(self, handles: Sequence[JobHandle], grace: float) -> None:
         end_trees([h for h in handles if isinstance(h, LocalHandle)], grace)
 

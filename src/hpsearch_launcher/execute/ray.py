@@ -183,6 +183,11 @@ class RayBackend:
     def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
         """Ray starts its workers itself (a pool made ahead): nothing to prepare here."""
 
+    def stop(self, handle: JobHandle, force: bool) -> None:
+        """Ray ends a running task only by killing its worker: at once, whatever `force`."""
+        if isinstance(handle, RayHandle):
+            self.ray.cancel(handle.ref, force=True)
+
     def end(self, handles: Sequence[JobHandle], grace: float) -> None:
         """Cancel the tasks (Ray kills their workers: a running task cannot be asked to stop
         first), and wait until Ray says each is gone."""

@@ -11,13 +11,13 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cloudpickle
-from hydra.core.utils import JobReturn
 
+from ..contract import REPORTS_FILE, STOP_FILE
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
@@ -25,8 +25,11 @@ from ..plan.settings import LauncherSettings
 from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState, make_progress
 from ..record.recorder import Recorder
+from ..record.rows import last_report
+from ..stream import Ask, JobEnd, JobSource
 from .backend import EnvKey, Execution, JobHandle, JobSpec, env_key
 from .failures import Retry, is_out_of_memory, retry_kind
+from .reports import ReportReader
 from .signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
@@ -52,17 +55,30 @@ class Run:
     whole: bool = False  # the next attempt gets its device alone (after running out of memory)
     errors: list[str] = field(default_factory=list)  # why earlier attempts failed
     dir: Path | None = None  # claimed when the job first starts
+    key: Hashable = None  # the source's handle for the job
+    reports: ReportReader | None = None  # what the job reported (its run dir's reports file)
+    pruned: str = ""  # why the source ended it ("": it was not)
+    kill_at: float | None = None  # pruned: when its process tree is ended if still there
 
 
 class Sweep:
+    """Run the jobs a `JobSource` gives, each on a free slot, until it has no more and none
+    runs; every report and every end goes back to the source as it happens."""
+
     def __init__(
-        self, jobs: list[Job], settings: LauncherSettings, execution: Execution, recorder: Recorder
+        self,
+        settings: LauncherSettings,
+        execution: Execution,
+        recorder: Recorder,
+        source: JobSource,
+        make_job: Callable[[Ask], Job],
+        total: int | None = None,
     ) -> None:
-        self.jobs = jobs
-        self.queue = deque(Run(job) for job in jobs if job.previous is None)
+        self.source = source
+        self.make_job = make_job  # composes the job a source asked for, when it is asked
+        self.queue: deque[Run] = deque()
         self.whole_queue: list[Run] = []  # retries waiting for their group to be free
         self.running: dict[concurrent.futures.Future[Outcome], Run] = {}
-        self.returns: list[JobReturn | None] = [None] * len(jobs)
         self.settings = settings
         self.execution = execution
         self.backend = execution.backend
@@ -70,24 +86,24 @@ class Sweep:
         self.recorder = recorder
         self._refreshed = time.monotonic()
         self.stop = StopRequest()
-        self._state = SweepState(total=len(jobs), slots=len(self.pool.groups) * self.pool.slots)
+        self._state = SweepState(total=total or 0, slots=len(self.pool.groups) * self.pool.slots)
+        self._dry = False  # the source had nothing to give at the last ask
 
-    def run(self) -> list[JobReturn]:
-        for job in self.jobs:
-            if job.previous is not None:
-                self.returns[job.index] = self.recorder.resumed(job)
-                self._state.resumed += 1
-                log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
+    def run(self) -> None:
         progress = make_progress(self.pool.groups)
         try:
             with stop_on_signals() as self.stop:
-                while (self.queue or self.whole_queue or self.running) and not self.stop.signum:
+                while not self.stop.signum:
+                    self._ask()
+                    if not (self.queue or self.whole_queue or self.running):
+                        break  # nothing runs, and the source gave nothing: nothing will come
                     self._check_memory()
                     self._grow()
                     self._start_ready()
                     if self.execution.warm:
                         self.backend.prepare(self._spares_wanted())
                     self._wait()
+                    self._read_reports()
                     self.recorder.table.flush()
                     progress.update(self.state, event=False)
                 if self.stop.signum:
@@ -99,9 +115,27 @@ class Sweep:
             progress.close()
             self.recorder.table.flush(force=True)
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
-        returns = [r for r in self.returns if r is not None]
-        assert len(returns) == len(self.jobs)
-        return returns
+
+    def _ask(self) -> None:
+        """Ask the source for as many jobs as there are free slots beyond the queue; a job
+        that finished in an earlier run of the sweep is ended at once, taking no slot."""
+        while len(self.queue) < self.pool.free() and not self.source.exhausted():
+            ask = self.source.ask()
+            if ask is None:
+                return
+            job = self.make_job(ask)
+            self._state.total = max(self._state.total, self._state.asked + 1)
+            self._state.asked += 1
+            if job.previous is None:
+                self.queue.append(Run(job, key=ask.key))
+                continue
+            ret = self.recorder.resumed(job)
+            self._state.resumed += 1
+            log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
+            status = Status(job.previous.get("status", Status.COMPLETED.value))
+            status = Status.PRUNED if status is Status.PRUNED else Status.RESUMED
+            step, value = last_report(job.previous)
+            self.source.ended(ask.key, JobEnd(ret, status, step, value, job.num))
 
     @property
     def state(self) -> SweepState:
@@ -183,6 +217,7 @@ class Sweep:
                 share=1.0 if run.whole else 1 / self.pool.slots,
                 subdir=run.dir.name if job.name else "",
             )
+            run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE)
             run.handle = self.backend.start(spec, env)
         except Exception as err:  # out of processes, file descriptors, disk: this job, not all
             run.handle = None
@@ -227,9 +262,14 @@ class Sweep:
             list(self.running), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )
         # Jobs that end in the same poll free their slots in start order (round-robin order).
-        for future in sorted(done, key=lambda f: self.running[f].job.index):
-            self._finish(self.running.pop(future), future.result())
+        for future in sorted(done, key=lambda f: self.running[f].job.num):
+            run = self.running.pop(future)
+            self._finish(run, pruned(run, future.result()) if run.pruned else future.result())
         now = time.monotonic()
+        for run in self.running.values():
+            if run.kill_at is not None and now >= run.kill_at and run.handle is not None:
+                # Past its grace: SIGTERM, then SIGKILL a second later if it is still there.
+                self.backend.stop(run.handle, force=now >= run.kill_at + 1.0)
         expired = [(f, r) for f, r in self.running.items() if r.deadline and now >= r.deadline]
         for future, run in expired:
             del self.running[future]
@@ -252,14 +292,33 @@ class Sweep:
                 if began is not None:
                     run.deadline = began + self.settings.timeout
 
+    def _read_reports(self) -> None:
+        """Hand each running job's new reports to the source; one it condemns is asked to
+        stop (its stop file), and its process tree is ended after the grace."""
+        for run in self.running.values():
+            if run.reports is None or run.pruned:
+                continue
+            for step, value in run.reports.read():
+                if self.source.report(run.key, step, value):
+                    self._prune(run, step, value)
+                    break
+
+    def _prune(self, run: Run, step: int, value: float) -> None:
+        assert run.dir is not None
+        run.pruned = f"pruned at step {step} (reported {value:.6g})"
+        (run.dir / STOP_FILE).touch()
+        run.kill_at = time.monotonic() + self.settings.prune_grace
+        log.info("job %d pruned %s  %s", run.job.num, run.job.label, run.pruned)
+
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
-        if retry and not outcome.ok and self._retry(run, outcome):
+        if retry and not outcome.ended and self._retry(run, outcome):
             return
         job = run.job
         assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
         where = outcome.placement or run.device  # the backend's word when it chose the place
-        self.returns[job.index] = self.recorder.ended(
+        step, value = run.reports.last if run.reports is not None else (None, None)
+        ret = self.recorder.ended(
             job,
             outcome,
             device=where,
@@ -267,15 +326,19 @@ class Sweep:
             attempts=run.attempts,
             run_dir=run.dir or run_dir(job),
             errors=run.errors,
+            last=(step, value),
         )
-        seconds = time.monotonic() - run.started
         status = status_of(outcome)
+        self.source.ended(run.key, JobEnd(ret, status, step, value, job.num))
+        seconds = time.monotonic() - run.started
         label = f"{device_label(where)}  {job.label}  {seconds:.1f}s"
         if outcome.ok:
             self._state.done += 1
             self._state.durations.append(seconds)
-            value = self.returns[job.index]._return_value  # type: ignore[union-attr]
-            log.info("job %d done   %s  -> %s", job.num, label, _short(value))
+            log.info("job %d done   %s  -> %s", job.num, label, _short(ret._return_value))
+        elif status is Status.PRUNED:
+            self._state.pruned += 1
+            log.info("job %d ended  %s: %s", job.num, label, outcome.reason)
         else:
             if status is Status.INTERRUPTED:
                 self._state.interrupted += 1
@@ -353,6 +416,12 @@ class Sweep:
             log.error("hpsearch: could not record the ended jobs: %r", again)
             # If ending failed too, whatever is left is ended once more, without recording.
             self.backend.end([r.handle for r in self.running.values() if r.handle], 1.0)
+
+
+def pruned(run: Run, outcome: Outcome) -> Outcome:
+    """How a job the source pruned ended: pruned, whatever its process did once asked to stop
+    (a task that saw `should_stop()` returns; one that did not is ended)."""
+    return Outcome(Ending.PRUNED, detail=run.pruned, placement=outcome.placement)
 
 
 def _short(value: object) -> str:

@@ -49,6 +49,56 @@ class Job:
 Preflight = Callable[[DictConfig], None]
 
 
+class JobFactory:
+    """Makes a sweep's jobs one at a time, as they are needed: composed, checked, named.
+
+    `config`: the sweep's config; `config_loader`: Hydra's, composes each job; `preflight`:
+    the task's own check of a job's config (raises ValueError); `keys`: the swept keys, which
+    name run dirs and become results.csv columns. `finished`: earlier rows that finished, by
+    config hash; each is matched to at most one job (a sweep may hold the same config twice:
+    both are resumed only if both finished before). Nothing is created on disk.
+    """
+
+    def __init__(
+        self,
+        config: DictConfig,
+        config_loader: Any,
+        preflight: Preflight | None,
+        keys: set[str],
+        finished: Mapping[str, Iterable[Mapping[str, str]]],
+    ) -> None:
+        self.keys = keys
+        self.preflight = preflight
+        self.name_runs = subdir_is_default(config, config_loader)
+        self.unused = {h: list(rows) for h, rows in finished.items()}
+        self.composer = Composer(config_loader, config)
+
+    def make(self, index: int, overrides: Sequence[str], num: int) -> Job:
+        sweep_hydra = HydraConfig.instance().cfg  # put back below: the job's is set to resolve
+        sweep_config = self.composer.compose(overrides)
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
+            sweep_config.hydra.job.num = num
+        HydraConfig.instance().set_config(sweep_config)  # lets ${hydra:...} resolve for it
+        try:
+            name = run_dir_name(overrides, self.keys, num)
+            _preflight(self.preflight, sweep_config, f"job {num} ({name})")
+            digest = config_hash(sweep_config)
+        finally:
+            HydraConfig.instance().cfg = sweep_hydra
+        earlier = self.unused.get(digest)
+        return Job(
+            index=index,
+            num=num,
+            overrides=tuple(overrides),
+            config=sweep_config,
+            config_hash=digest,
+            params=swept_params(overrides, self.keys),
+            name=name if self.name_runs else "",
+            previous=earlier.pop(0) if earlier else None,
+        )
+
+
 def compose_jobs(
     config: DictConfig,
     config_loader: Any,
@@ -57,44 +107,11 @@ def compose_jobs(
     first_num: int,
     finished: Mapping[str, Iterable[Mapping[str, str]]],
 ) -> list[Job]:
-    """Compose, check and name every job; nothing is created on disk.
-
-    `config`: the sweep's config; `config_loader`: Hydra's, composes each job; `preflight`:
-    the task's own check of a job's config (raises ValueError), run on every job here.
-    `finished`: earlier rows that finished, by config hash; each is matched to at most one job
-    (a sweep may hold the same config twice: both are resumed only if both finished before).
-    """
+    """Every job of a batch, made and checked before any starts (a bad value anywhere stops
+    the sweep first); the keys that vary across the batch name them."""
     keys = varying_keys(job_overrides, swept_keys(config))
-    name_runs = subdir_is_default(config, config_loader)
-    unused = {h: list(rows) for h, rows in finished.items()}
-    composer = Composer(config_loader, config)
-    jobs = []
-    sweep_hydra = HydraConfig.instance().cfg  # put back below: each job's is set to resolve it
-    for index, overrides in enumerate(job_overrides):
-        num = first_num + index
-        sweep_config = composer.compose(overrides)
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
-            sweep_config.hydra.job.num = num
-        HydraConfig.instance().set_config(sweep_config)  # lets ${hydra:...} resolve for it
-        name = run_dir_name(overrides, keys, num)
-        _preflight(preflight, sweep_config, f"job {num} ({name})")
-        digest = config_hash(sweep_config)
-        earlier = unused.get(digest)
-        jobs.append(
-            Job(
-                index=index,
-                num=num,
-                overrides=tuple(overrides),
-                config=sweep_config,
-                config_hash=digest,
-                params=swept_params(overrides, keys),
-                name=name if name_runs else "",
-                previous=earlier.pop(0) if earlier else None,
-            )
-        )
-    HydraConfig.instance().cfg = sweep_hydra
-    return jobs
+    factory = JobFactory(config, config_loader, preflight, keys, finished)
+    return [factory.make(i, o, first_num + i) for i, o in enumerate(job_overrides)]
 
 
 def sweep_dir(job: Job) -> Path:

@@ -145,9 +145,32 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         warm_start=_flag("warm_start", params["warm_start"]),
         wait_for_free_memory=_flag("wait_for_free_memory", params["wait_for_free_memory"]),
         preload=parse_preload(params["preload"]),
+        **parse_prune(params),
         backend=parse_backend(params["backend"], params["gpus"]),
         ray=parse_ray(values_of("ray", params["ray"])),
     )
+
+
+PRUNERS = ("none", "median")
+
+
+def parse_prune(params: Mapping[str, Any]) -> dict[str, Any]:
+    """hydra.launcher.prune*: the stopping rule for a launcher's own jobs (a grid's)."""
+    if params["prune"] not in PRUNERS:
+        raise _fail(
+            "prune", params["prune"], f"must be one of {', '.join(PRUNERS)}", "prune=median"
+        )
+    if params["prune_mode"] not in ("max", "min"):
+        raise _fail("prune_mode", params["prune_mode"], "must be max or min", "prune_mode=min")
+    grace = params["prune_grace"]
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or grace < 0:
+        raise _fail("prune_grace", grace, "must be a number of seconds >= 0", "prune_grace=5")
+    return {
+        "prune": params["prune"],
+        "prune_mode": params["prune_mode"],
+        "prune_warmup": _count("prune_warmup", params["prune_warmup"]),
+        "prune_grace": float(grace),
+    }
 
 
 BACKENDS = ("local", "ray")

@@ -104,6 +104,11 @@ class SlotPool:
         self.short.discard(group)
         return was
 
+    def free(self) -> int:
+        """Slots free on the groups that take jobs now."""
+        open_groups = [g for g in self.groups if g not in self.reserved and g not in self.short]
+        return sum(max(0, self.slots - self.busy[g]) for g in open_groups)
+
     def has_free(self) -> bool:
         return any(self._open(d) for d in self.groups)
 

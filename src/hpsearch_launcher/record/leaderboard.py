@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..outcome import DONE, SUPERSEDED
+from ..outcome import DONE, FINAL, SUPERSEDED, Status
 from .rows import finite
 from .table import STATUS
 
@@ -44,7 +44,7 @@ def ranked(rows: Sequence[Mapping[str, str]], mode: str) -> list[Mapping[str, st
 
 def unfinished(rows: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
     """Rows of jobs that did not finish and were not run again by a later run of the sweep."""
-    return [r for r in rows if r.get(STATUS) not in (*DONE, SUPERSEDED)]
+    return [r for r in rows if r.get(STATUS) not in (*FINAL, SUPERSEDED)]
 
 
 def leaderboard(
@@ -57,9 +57,11 @@ def leaderboard(
     """A plain-text table of the `top` best runs, then every failure and its reason."""
     best = ranked(rows, mode)
     failed = unfinished(rows)
+    pruned = [r for r in rows if r.get(STATUS) == Status.PRUNED.value]
     lines = [
         f"Leaderboard ({mode} objective): {len(best)} finished, "
-        f"{len(failed)} failed or unfinished, {len(rows)} jobs"
+        + (f"{len(pruned)} pruned, " if pruned else "")
+        + f"{len(failed)} failed or unfinished, {len(rows)} jobs"
     ]
     if best:
         header = ["rank", "objective", *params, *columns, "time_s", "run_dir"]
@@ -75,7 +77,7 @@ def leaderboard(
             for i, r in enumerate(best[:top])
         ]
         lines += _align([header, *table])
-    for r in failed:
+    for r in [*pruned, *failed]:
         setting = ",".join(f"{p}={r.get(p, '')}" for p in params)
         lines.append(
             f"  {r.get(STATUS, '?').upper():<11} job {r.get('job', '?')} "

@@ -23,6 +23,8 @@ class SweepState:
     failed: int = 0
     interrupted: int = 0
     resumed: int = 0
+    pruned: int = 0
+    asked: int = 0  # jobs the source gave so far
     queued: int = 0
     running: dict[str, list[str]] = field(default_factory=dict)  # device -> run names
     waiting: dict[str, str] = field(default_factory=dict)  # GPU -> why it takes no job now
@@ -42,8 +44,9 @@ class SweepState:
     def summary(self) -> str:
         running = sum(len(v) for v in self.running.values())
         eta = self.eta_s()
-        ended = self.done + self.failed + self.interrupted + self.resumed
+        ended = self.done + self.failed + self.interrupted + self.resumed + self.pruned
         interrupted = f", {self.interrupted} interrupted" if self.interrupted else ""
+        interrupted += f", {self.pruned} pruned" if self.pruned else ""
         text = (
             f"{ended}/{self.total} finished ({self.done} done, {self.failed} failed{interrupted}, "
             f"{self.resumed} resumed), {running} running, {self.queued} "

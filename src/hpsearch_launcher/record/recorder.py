@@ -21,6 +21,8 @@ from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
 from .lock import SweepLock
 from .rows import (
+    LAST_STEP,
+    LAST_VALUE,
     Notices,
     final_metrics,
     iso_time,
@@ -67,7 +69,8 @@ class Recorder:
         assert job.previous is not None
         self.reused.add(int(job.previous["job"]))
         row = dict(job.previous)
-        row["status"] = Status.RESUMED.value
+        if row.get("status") != Status.PRUNED.value:  # a pruned job stays pruned
+            row["status"] = Status.RESUMED.value
         self.table.put(row, job.params)
         return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
 
@@ -81,10 +84,15 @@ class Recorder:
         attempts: int,
         run_dir: Path,
         errors: list[str],
+        last: tuple[int | None, float | None] = (None, None),
     ) -> JobReturn:
-        """Record a job's last attempt; return what the sweeper gets for it."""
+        """Record a job's last attempt; return what the sweeper gets for it. `last`: the last
+        step it reported, and the value; a pruned job returns that value, as completed (a
+        grid's sweeper must not fail on it: the pruner judged, the job did not fail)."""
         ret = outcome.job_return if outcome.ending in (Ending.RETURNED, Ending.RAISED) else None
         value = ret._return_value if ret is not None and outcome.ok else None
+        if outcome.ending is Ending.PRUNED:
+            value = last[1]
         if outcome.ok and outcome.detail:  # the child replaced an unpicklable return value
             self.notices.warn("return-pickle", f"job {job.num}'s return value: {outcome.detail}")
         ended = time.time()
@@ -93,6 +101,9 @@ class Recorder:
             row |= return_columns(value, job.num, self.notices)
         metrics = final_metrics(run_dir, job.num, self.notices)
         row |= {k: v for k, v in metrics.items() if k not in row}
+        if last[0] is not None:
+            row |= {LAST_STEP: last[0], LAST_VALUE: last[1]}
+        kept = outcome.ended  # completed or pruned: its return value is stored for resume
         row |= {
             "device": device,
             "start": iso_time(started),
@@ -102,13 +113,20 @@ class Recorder:
             "run_dir": str(run_dir),
             "config_hash": job.config_hash,
             "error": "; ".join([*errors, *([outcome.reason] if not outcome.ok else [])]),
-            "return": stored_return(value, job.num, self.notices) if outcome.ok else "",
+            "return": stored_return(value, job.num, self.notices) if kept else "",
         }
         self.table.supersede(job.config_hash, self.first_new_job, job.num)
         self.table.put(row, job.params)
         if outcome.ok:
             assert ret is not None
             return ret
+        if outcome.ending is Ending.PRUNED:
+            return make_return(job, JobStatus.COMPLETED, value, str(run_dir))
+        return self._failed(job, outcome, ret, device, run_dir)
+
+    def _failed(
+        self, job: Job, outcome: Outcome, ret: JobReturn | None, device: str, run_dir: Path
+    ) -> JobReturn:
         # The sweeper raises what a failed JobReturn holds: one line naming the job, its
         # reason and its logs (Hydra prints a compact error without a traceback); the task's
         # own exception, if it raised one, is its cause, and its traceback is in stderr.log.

@@ -126,3 +126,12 @@ def _column(key: str) -> str:
 
 def iso_time(epoch_seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch_seconds))
+
+
+LAST_STEP, LAST_VALUE = "last_step", "last_value"  # the job's last report (report(value, step))
+
+
+def last_report(row: Mapping[str, str]) -> tuple[int | None, float | None]:
+    """The last step a job reported and its value, from its results.csv row."""
+    step = finite(row.get(LAST_STEP, ""))
+    return (None if step is None else int(step)), finite(row.get(LAST_VALUE, ""))

@@ -18,7 +18,7 @@ from pathlib import Path
 from hydra.errors import CompactHydraException
 
 from ..atomic import write_text_atomic
-from ..outcome import DONE, STATUSES, SUPERSEDED
+from ..outcome import FINAL, STATUSES, SUPERSEDED
 
 FILENAME = "results.csv"
 STATUS = "status"
@@ -97,7 +97,7 @@ class ResultsTable:
         by_hash: dict[str, list[dict[str, str]]] = {}
         for num in sorted(self.rows):
             row = self.rows[num]
-            if row.get(STATUS) in DONE and row.get("return"):
+            if row.get(STATUS) in FINAL and row.get("return"):
                 by_hash.setdefault(row["config_hash"], []).append(row)
         return by_hash
 
@@ -126,7 +126,7 @@ class ResultsTable:
         superseded by job `by_job`, which ran that config again."""
         for num, row in self.rows.items():
             earlier = num < before_job and row.get("config_hash") == config_hash
-            if earlier and row.get(STATUS) not in (*DONE, SUPERSEDED):
+            if earlier and row.get(STATUS) not in (*FINAL, SUPERSEDED):
                 row["error"] = f"{row.get(STATUS)}: {row.get('error', '')}; re-run as job {by_job}"
                 row[STATUS] = SUPERSEDED
 

@@ -1,0 +1,39 @@
+"""The sweep's side of the report channel: what a running job appended to its reports file
+(`hpsearch_launcher.report`), read as it comes, complete lines only."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+class ReportReader:
+    """New (step, value) reports of one job, read from where the last read stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.last: tuple[int | None, float | None] = (None, None)
+
+    def read(self) -> list[tuple[int, float]]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:  # not written yet (or a node that does not share the sweep dir)
+            return []
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+        self.offset += end
+        points = []
+        for line in data[:end].splitlines():
+            try:
+                entry = json.loads(line)
+                step, value = int(entry["step"]), float(entry["value"])
+            except (ValueError, KeyError, TypeError):
+                continue  # the job's file: a stray line is its problem, not the sweep's
+            if math.isfinite(value):
+                points.append((step, value))
+        if points:
+            self.last = points[-1]
+        return points
