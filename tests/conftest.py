@@ -26,6 +26,7 @@ from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR
+from hpsearch_launcher.execute import child
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
@@ -54,7 +55,7 @@ def roles(procs: list[psutil.Process]) -> dict[str, int]:
             continue
         if "time.sleep(600)" in cmdline:
             counts["grandchild"] += 1
-        elif "hpsearch_launcher.execute.child" in cmdline:
+        elif child.__name__ in cmdline:  # the module its BOOT line imports
             counts["spare" if "/spare-" in cmdline else "job"] += 1
     return counts
 
