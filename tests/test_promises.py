@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 
+import psutil
 import pytest
 from conftest import Runner
 
@@ -77,3 +79,50 @@ def test_at_most_max_preparing_spares_import_at_once(
         assert sorted(len(spares) for spares in backend.spares.values()) == [2, 2]
     finally:
         backend.close()
+
+
+# A job whose sweep process was SIGKILLed ends within this (measured here: 0.06-0.52 s, with
+# the watchdog asking every 0.5 s); generous for a loaded 2-core machine, yet a watchdog that
+# asks every 5 s (4.5 s measured) misses it.
+ORPHAN_GONE_WITHIN_S = 2.5
+
+WATCHED_CHILD = """
+import os, time
+from hpsearch_launcher.execute.child import _start_parent_watchdog
+_start_parent_watchdog(os.getppid())
+print("watching", flush=True)
+time.sleep(600)
+"""
+# Its own session, as every job's process has: the watchdog kills its whole process group.
+PARENT_OF_WATCHED = f"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", {WATCHED_CHILD!r}], start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # its new parent may not reap
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_job_whose_sweep_is_killed_ends_within_seconds(runner: Runner) -> None:
+    """An orphaned job goes on holding its GPU memory: the job's watchdog ends it within
+    ORPHAN_GONE_WITHIN_S of its parent's SIGKILL, not merely at some point. The parent is
+    killed just after the watchdog started, the worst moment for a watchdog that asks rarely."""
+    parent = runner.popen(["-c", PARENT_OF_WATCHED])
+    assert parent.stdout is not None
+    lines = {parent.stdout.readline().strip() for _ in range(2)}  # in either order
+    assert "watching" in lines, lines
+    (child_pid,) = (int(line) for line in lines if line.isdigit())
+    parent.kill()
+    killed = time.monotonic()
+    parent.wait()
+    while not gone(child_pid) and time.monotonic() - killed < 30:
+        time.sleep(0.02)
+    took = time.monotonic() - killed
+    parent.communicate()
+    assert took < ORPHAN_GONE_WITHIN_S, f"the orphan lived {took:.2f}s after its parent's SIGKILL"
