@@ -44,19 +44,27 @@ def processes_tagged(tag: str) -> list[psutil.Process]:
     return found
 
 
+def role(proc: psutil.Process) -> str | None:
+    """What `proc` is: "job" (a job's process), "spare" (a warm spare, still so named once
+    handed a job), "grandchild" (the probe's `hang` child), or None (the sweep, any other)."""
+    try:
+        cmdline = " ".join(proc.cmdline())
+    except psutil.Error:
+        return None
+    if "time.sleep(600)" in cmdline:
+        return "grandchild"
+    if child.__name__ in cmdline:  # the module its BOOT line imports
+        return "spare" if "/spare-" in cmdline else "job"
+    return None
+
+
 def roles(procs: list[psutil.Process]) -> dict[str, int]:
     """How many of `procs` are job processes, waiting warm spares, and the probe's `hang`
     grandchildren (the sweep process itself is none of these)."""
     counts = {"job": 0, "spare": 0, "grandchild": 0}
     for proc in procs:
-        try:
-            cmdline = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if "time.sleep(600)" in cmdline:
-            counts["grandchild"] += 1
-        elif child.__name__ in cmdline:  # the module its BOOT line imports
-            counts["spare" if "/spare-" in cmdline else "job"] += 1
+        if (kind := role(proc)) is not None:
+            counts[kind] += 1
     return counts
 
 
