@@ -200,6 +200,14 @@ def runner(tmp_path: Path) -> Iterator[Runner]:
     r = Runner(tmp_path)
     yield r
     left = wait_no_tagged(r.tag, within=10)
+    described = [describe(p) for p in left]  # before the kill: a zombie has no command line
     for proc in left:
         proc.kill()
-    assert not left, f"processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
+    assert not left, f"processes left behind: {described}"
+
+
+def describe(proc: psutil.Process) -> str:
+    try:
+        return f"{proc.pid}: {' '.join(proc.cmdline())}"
+    except psutil.Error as err:
+        return f"{proc.pid}: {type(err).__name__}"
