@@ -26,6 +26,7 @@ from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR
+from hpsearch_launcher.execute import child
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
@@ -43,19 +44,27 @@ def processes_tagged(tag: str) -> list[psutil.Process]:
     return found
 
 
+def role(proc: psutil.Process) -> str | None:
+    """What `proc` is: "job" (a job's process), "spare" (a warm spare, still so named once
+    handed a job), "grandchild" (the probe's `hang` child), or None (the sweep, any other)."""
+    try:
+        cmdline = " ".join(proc.cmdline())
+    except psutil.Error:
+        return None
+    if "time.sleep(600)" in cmdline:
+        return "grandchild"
+    if child.__name__ in cmdline:  # the module its BOOT line imports
+        return "spare" if "/spare-" in cmdline else "job"
+    return None
+
+
 def roles(procs: list[psutil.Process]) -> dict[str, int]:
     """How many of `procs` are job processes, waiting warm spares, and the probe's `hang`
     grandchildren (the sweep process itself is none of these)."""
     counts = {"job": 0, "spare": 0, "grandchild": 0}
     for proc in procs:
-        try:
-            cmdline = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if "time.sleep(600)" in cmdline:
-            counts["grandchild"] += 1
-        elif "hpsearch_launcher.execute.child" in cmdline:
-            counts["spare" if "/spare-" in cmdline else "job"] += 1
+        if (kind := role(proc)) is not None:
+            counts[kind] += 1
     return counts
 
 
@@ -191,6 +200,14 @@ def runner(tmp_path: Path) -> Iterator[Runner]:
     r = Runner(tmp_path)
     yield r
     left = wait_no_tagged(r.tag, within=10)
+    described = [describe(p) for p in left]  # before the kill: a zombie has no command line
     for proc in left:
         proc.kill()
-    assert not left, f"processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
+    assert not left, f"processes left behind: {described}"
+
+
+def describe(proc: psutil.Process) -> str:
+    try:
+        return f"{proc.pid}: {' '.join(proc.cmdline())}"
+    except psutil.Error as err:
+        return f"{proc.pid}: {type(err).__name__}"

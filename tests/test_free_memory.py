@@ -10,10 +10,12 @@ import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
+import psutil
 import pytest
 from apps.probe import probe
-from conftest import PROBE, read_records
+from conftest import PROBE, read_records, role
 
 from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import machine
@@ -76,12 +78,18 @@ class FakeNvml:
         return GpuMemory(total=1000, used=others, ours=0, ours_seen=False)
 
 
-@pytest.fixture
-def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeNvml]:
-    fake = FakeNvml(tmp_path / "nvml.json")
+def use_fake_nvml(monkeypatch: pytest.MonkeyPatch, fake: object) -> None:
+    """NVML as the launcher asks it at launch: GPUs of 1000 MB, memory from `fake`, asked
+    before every start."""
     monkeypatch.setattr(nvml, "nvml_memory", fake)
     monkeypatch.setattr(nvml, "nvml_total_mb", lambda gpu: 1000)
     monkeypatch.setattr(machine, "MEMORY_POLL_S", 0.0)
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeNvml]:
+    fake = FakeNvml(tmp_path / "nvml.json")
+    use_fake_nvml(monkeypatch, fake)
     yield fake
 
 
@@ -129,6 +137,91 @@ def test_jobs_wait_for_memory_that_appears_and_vanishes_mid_sweep(
     for r in records:  # the last answer before each start said there was room
         before = [a for a in fake_nvml.answers if a[1] == r["cuda"] and a[0] <= r["start"]]
         assert before and 1000 - before[-1][2] >= 450, r
+
+
+class Asked(NamedTuple):
+    pids: frozenset[int]  # the pids the sweep asked about
+    jobs: int  # our job processes on the GPU at that moment
+    others: int  # MB another user held
+
+
+class SharedGpuNvml:
+    """NVML on a 1000 MB GPU shared with another user, telling processes apart as the real
+    one does: each of this sweep's job processes on it holds JOB_MB, counted in `used`
+    always but in `ours` only when its pid is among those asked about. The other user's
+    OTHER_MB arrive once `arrival` exists."""
+
+    JOB_MB, OTHER_MB = 100, 300
+
+    def __init__(self, arrival: Path) -> None:
+        self.arrival = arrival
+        self.asked: list[Asked] = []
+
+    def __call__(self, gpu: str, ours: Collection[int]) -> GpuMemory:
+        others = self.OTHER_MB if self.arrival.exists() else 0
+        jobs = {p.pid for p in psutil.Process().children() if job_on(p, gpu)}
+        seen = jobs & set(ours)
+        self.asked.append(Asked(frozenset(ours), len(jobs), others))
+        used = others + self.JOB_MB * len(jobs)
+        return GpuMemory(total=1000, used=used, ours=self.JOB_MB * len(seen), ours_seen=bool(seen))
+
+    def asked_beside_one_job(self) -> list[Asked]:
+        """The questions asked while the other user and one job of ours were on the GPU."""
+        return [a for a in self.asked if a.others and a.jobs == 1]
+
+
+def job_on(proc: psutil.Process, gpu: str) -> bool:
+    """Whether `proc` is a job's process on `gpu` (warm start off: every one is a job's)."""
+    try:
+        environ, status = proc.environ(), proc.status()
+    except psutil.Error:
+        return False
+    gpu_of = environ.get("CUDA_VISIBLE_DEVICES")
+    return role(proc) == "job" and gpu_of == gpu and status != psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.slow
+def test_our_running_jobs_memory_is_told_from_other_users(
+    launch_app, monkeypatch: pytest.MonkeyPatch, marks: Path
+) -> None:
+    """The free-memory check asks NVML about our running jobs' pids, so that what they hold
+    is not taken for another user's, nor another user's for ours. On a 1000 MB GPU with
+    450 MB shares (2 jobs per GPU), one job of ours at 100 MB and another user at 300 MB
+    leave 1000 - 300 - 450 = 250 MB: the next job waits. (Counted as if ours held their
+    whole share, the other user's 300 MB vanish into it, 550 MB look free, and the next job
+    starts and can run out of memory.)"""
+    fake = SharedGpuNvml(arrival=marks / "start-1")  # the other user comes while job 1 runs
+    use_fake_nvml(monkeypatch, fake)
+    (marks / "hold").touch()  # job 0 (x=5) runs until the decision about job 2 is made
+
+    def release_job_0() -> None:
+        # The sweep asked twice with job 0 alone beside the other user and did not start
+        # job 2; or it started job 2 (the bug).
+        deadline = time.monotonic() + 60
+        while len(fake.asked_beside_one_job()) < 2 and not (marks / "start-2").exists():
+            assert time.monotonic() < deadline, f"no decision about job 2: {fake.asked}"
+            time.sleep(0.02)
+        (marks / "hold").unlink()
+
+    releaser = threading.Thread(target=release_job_0)
+    releaser.start()
+    try:
+        launch_app(
+            PROBE.parent / "conf",
+            "probe",
+            probe,
+            [["x=5", "hold_from=5"], ["x=0", "hold_from=5"], ["x=1", "hold_from=5"]],
+            "hydra.launcher.gpus=[0]",
+            "hydra.launcher.jobs_per_gpu=2",
+            "hydra.launcher.memory_fraction=0.45",
+            "hydra.launcher.warm_start=false",
+        )
+    finally:
+        releaser.join()
+    records = read_records(marks)
+    assert [r["x"] for r in records] == [5, 0, 1]
+    assert any(records[0]["pid"] in a.pids for a in fake.asked_beside_one_job()), fake.asked
+    assert records[2]["start"] >= records[0]["end"], "job 2 started beside job 0 without room"
 
 
 def stand_in_pynvml(init_fails: bool = False) -> SimpleNamespace:

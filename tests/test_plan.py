@@ -56,6 +56,15 @@ def replay(devices: list[str], slots: int, events: list[str]) -> list[str]:
             ["0", "1", "2", "0", "1", "2", "1", "0", "2"],
             id="cursor-moves-on",
         ),
+        # Every job on GPUs 1 and 2 ends first: the next two go one to each, not both to GPU 1
+        # (the cursor moves past the device it gave, not one step from where it was).
+        pytest.param(
+            ["0", "1", "2"],
+            2,
+            ["start"] * 6 + ["end 1", "end 4", "end 2", "end 5", "start", "start"],
+            ["0", "1", "2", "0", "1", "2", "1", "2"],
+            id="out-of-order-ends-spread-over-the-idle-gpus",
+        ),
         pytest.param(
             ["3", "7"],
             2,

@@ -4,13 +4,15 @@ but the process was made ahead and has its imports done when the job arrives."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pandas as pd
 import psutil
 import pytest
-from conftest import Runner, processes_tagged, read_records, roles
+from apps.probe import probe
+from conftest import PROBE, Runner, processes_tagged, read_records, roles, wait_for_roles
 
 pytestmark = pytest.mark.slow
 
@@ -111,3 +113,54 @@ def test_a_job_ends_without_interpreter_teardown_yet_keeps_its_files(
         text = (marks / f"unclosed-{pid}.txt").read_text()
         assert text == "written, never flushed or closed\n"
         assert (marks / f"atexit-{pid}").exists()
+
+
+def wait_for(path: Path, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_no_spare_waits_once_the_queue_is_empty(launch_app, runner: Runner, marks: Path) -> None:
+    """A spare nobody will need is killed at once: none waits once the last job has started
+    (while the last jobs still run), and none outlives launch(), which a sweeper calls again
+    and again in one process (Optuna's batches: they would pile up).
+
+    GPU 0's job holds while GPU 1's runs: a spare is made on GPU 0 for the third job. Then
+    GPU 1's job ends, the third job takes GPU 1 (cold), and GPU 0's spare is surplus."""
+    (marks / "hold").touch()
+    seen: dict[str, int] = {}
+
+    def drive() -> None:
+        try:
+            seen["spares beside the first jobs"] = wait_for_roles(runner.tag, {"spare": 1})["spare"]
+            wait_for(marks / "start-1")
+            (marks / "go").touch()  # job 1 ends: job 2 takes GPU 1, the queue is empty
+            wait_for(marks / "start-2")
+            deadline = time.monotonic() + 10
+            while (spares := roles(processes_tagged(runner.tag))["spare"]) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+            seen["spares once the queue is empty"] = spares
+        finally:  # whatever happened, every job may end
+            (marks / "go").touch()
+            (marks / "hold").unlink()
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    try:
+        returns = launch_app(
+            PROBE.parent / "conf",
+            "probe",
+            probe,
+            [["x=5", "hold_from=5"], ["x=0", "hold_from=5", "wait_for=go"], ["x=6", "hold_from=5"]],
+            "hydra.launcher.gpus=[0,1]",
+        )
+    finally:
+        driver.join()
+    assert [r.return_value for r in returns] == [5.0, 0.0, 6.0]
+    assert {r["x"]: r["cuda"] for r in read_records(marks)} == {5: "0", 0: "1", 6: "1"}
+    assert seen == {"spares beside the first jobs": 1, "spares once the queue is empty": 0}
+    assert roles(processes_tagged(runner.tag))["spare"] == 0  # launch() returned: none is left

@@ -29,6 +29,8 @@ def probe(cfg: DictConfig) -> float:
     # x >= hold_from until it is removed.
     while (marks / "hold").exists() and cfg.x >= cfg.hold_from:
         time.sleep(0.05)
+    while cfg.wait_for and not (marks / cfg.wait_for).exists():
+        time.sleep(0.05)
     if cfg.chain and num > 0:  # end in start order: wait for the previous job to end first
         while not (marks / f"end-{num - 1}").exists():
             time.sleep(0.02)
