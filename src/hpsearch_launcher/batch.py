@@ -39,6 +39,9 @@ class BatchSource:
     def exhausted(self) -> bool:
         return self._next >= len(self.jobs)
 
+    def remaining(self) -> int:
+        return len(self.jobs) - self._next
+
     def report(self, key: Hashable, step: int, value: float) -> bool:
         curve = self.curves.setdefault(key, {})
         curve[step] = value

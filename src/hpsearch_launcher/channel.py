@@ -19,7 +19,6 @@ import json
 import math
 import os
 import sys
-from numbers import Real
 
 from .contract import REPORTS, STOP_FILE
 
@@ -64,10 +63,12 @@ def should_stop() -> bool:
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        try:  # numpy and TensorFlow scalars
-            value = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return None
-    number = float(value)
+    """A finite float from a number (numpy's and TensorFlow's scalars too); None otherwise:
+    text is no number here, even "0.9"."""
+    if isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
     return number if math.isfinite(number) else None

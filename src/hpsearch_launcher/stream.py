@@ -37,6 +37,11 @@ class JobSource(Protocol):
         """No job will come any more: the sweep ends once the running ones have."""
         ...
 
+    def remaining(self) -> int | None:
+        """How many more jobs it will give at most (None: it cannot say): warm spares are
+        made for no more jobs than that."""
+        ...
+
     def report(self, key: Hashable, step: int, value: float) -> bool:
         """A running job reported `value` at `step`; True: end it now (pruned)."""
         ...

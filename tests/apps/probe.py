@@ -16,6 +16,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hpsearch_launcher import report
+
 
 def probe(cfg: DictConfig) -> float:
     num = HydraConfig.get().job.num
@@ -35,6 +37,12 @@ def probe(cfg: DictConfig) -> float:
         while not (marks / f"end-{num - 1}").exists():
             time.sleep(0.02)
     time.sleep(cfg.sleep)
+    for step in range(cfg.steps):  # a learning curve: x * (step + 1) / steps, one per step
+        time.sleep(cfg.step_s)
+        stop = report(cfg.x * (step + 1) / cfg.steps, step)
+        if stop and not os.environ.get("PROBE_IGNORE_STOP"):  # pruned: stop as a task should
+            (marks / f"stopped-{num}").write_text(str(step))
+            break
     failing = cfg.x == cfg.fail_x or (cfg.fail_mod and cfg.x % cfg.fail_mod == 0)
     first_attempt = not (marks / f"attempted-{cfg.x}").exists()
     (marks / f"attempted-{cfg.x}").touch()

@@ -230,11 +230,13 @@ class Sweep:
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
     def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
-        """Warm start: one spare per busy slot, for as many queued jobs as there are, in the
-        order the round-robin will hand them out. Free slots need none (the queue would have
-        filled them); a device draining for a job alone gets none until it is done."""
+        """Warm start: one spare per busy slot, for as many jobs as are still to start (queued,
+        or still with the source), in the order the round-robin will hand them out. Free slots
+        need none (the queue would have filled them); a group draining for a job alone gets
+        none until it is done."""
         wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
-        left = len(self.queue)
+        more = self.source.remaining()  # jobs the source has not given yet
+        left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
         for device in self.pool.in_turn():
             count = 0 if device in self.pool.reserved else min(self.pool.busy[device], left)
             if count:
