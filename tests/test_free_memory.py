@@ -3,6 +3,7 @@ Pure tables, then a sweep on simulated GPUs whose fake NVML changes mid-sweep.""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import threading
@@ -20,7 +21,7 @@ from conftest import PROBE, read_records, role
 from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import machine
 from hpsearch_launcher.nvml import GpuMemory
-from hpsearch_launcher.plan.memory import has_room, room_mb
+from hpsearch_launcher.plan.memory import jobs_that_fit, room_mb
 from hpsearch_launcher.plan.slots import SlotPool
 
 
@@ -40,24 +41,25 @@ from hpsearch_launcher.plan.slots import SlotPool
 )
 def test_room_counts_only_other_users_memory(memory: GpuMemory, busy: int, room: int) -> None:
     assert room_mb(memory, busy, share_mb=450) == room
-    assert has_room(memory, busy, 450) is (room >= 450)
+    assert jobs_that_fit(memory, busy, 450) == max(0, room) // 450
+    assert (jobs_that_fit(memory, busy, 450) >= 1) is (room >= 450)
 
 
 def test_exactly_the_share_free_is_room() -> None:
     exactly = GpuMemory(total=1000, used=550, ours=0, ours_seen=False)
-    assert has_room(exactly, busy=0, share_mb=450)
+    assert jobs_that_fit(exactly, busy=0, share_mb=450) == 1
 
 
 def test_no_nvml_means_no_waiting() -> None:
-    assert has_room(None, busy=3, share_mb=10**9)
+    assert jobs_that_fit(None, busy=3, share_mb=10**9) is None
 
 
 def test_a_short_gpu_takes_no_job_and_the_others_go_on() -> None:
     pool = SlotPool(["0", "1", "2"], slots=1)
-    pool.close("1")
+    pool.limit("1", 0)
     assert [pool.acquire(), pool.acquire()] == ["0", "2"]
     assert not pool.has_free()
-    pool.reopen("1")
+    pool.unlimit("1")
     assert pool.acquire() == "1"
 
 
@@ -282,3 +284,30 @@ def test_a_missing_gpu_stops_the_sweep_before_results_csv_is_touched(
     assert "no GPU 7 on this machine (NVML sees 0, 1)" in capsys.readouterr().err
     assert (sweep / "results.csv").read_text() == "job,x,status\n0,1,completed\n"
     assert not (sweep / "results.csv.bak").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("poll_s", [0.0, None], ids=["poll-every-step", "default-poll"])
+def test_a_gpu_with_room_for_one_job_runs_one_at_a_time(
+    launch_app, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, marks: Path, poll_s: float | None
+) -> None:
+    """Another user holds 300 of GPU 0's 1000 MB; two slots of 450 MB each: 700 MB free has
+    room for one job, not two (our running job's 100 MB told apart by its pid). Both slots
+    were once filled after one job's room was checked; and at the default poll interval a
+    freed slot was refilled on a stale answer."""
+    (tmp_path / "other-user").touch()  # there from the start
+    use_fake_nvml(monkeypatch, SharedGpuNvml(arrival=tmp_path / "other-user"))
+    if poll_s is None:
+        monkeypatch.setattr(machine, "MEMORY_POLL_S", 1.0)  # the real default
+    jobs = [[f"x={x}", "sleep=0.4"] for x in range(4)]
+    launch_app(
+        PROBE.parent / "conf",
+        "probe",
+        probe,
+        jobs,
+        "hydra.launcher.gpus=[0]",
+        "hydra.launcher.jobs_per_gpu=2",
+    )
+    records = sorted(read_records(marks), key=lambda r: r["start"])
+    for earlier, later in itertools.pairwise(records):
+        assert later["start"] >= earlier["end"] - 0.05, "two jobs shared 700 MB of room"

@@ -142,9 +142,13 @@ class Execution:
             self._envs[group] = env
         return env
 
-    def memory_short(self, busy: Mapping[str, int], ours: Collection[int]) -> dict[str, str] | None:
-        """The groups with a free slot whose GPU lacks a job's share of free memory, each with
-        why; None when not asked this time. `busy`: jobs per group; `ours`: our jobs' pids."""
+    def memory_room(
+        self, busy: Mapping[str, int], ours: Collection[int], fresh: bool
+    ) -> dict[str, tuple[int, str]] | None:
+        """For the groups with a free slot whose GPU's free memory fits fewer jobs than their
+        free slots: how many more jobs fit now, and why no more; None when not asked this time
+        (`fresh`: a slot freed since the last answer, ask now). `busy`: jobs per group;
+        `ours`: our running jobs' pids (their memory is not other users')."""
         return None
 
     def grown(self) -> tuple[tuple[str, ...], int] | None:

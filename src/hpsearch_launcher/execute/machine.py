@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .. import nvml
 from ..contract import memory_limit_mb
-from ..plan.memory import has_room, others_mb, room_mb
+from ..plan.memory import jobs_that_fit, others_mb, room_mb
 from ..plan.settings import LauncherSettings, cpu_count
 from ..plan.slots import CPU, slots_per_device, sweep_devices
 from .backend import Execution
@@ -24,17 +24,19 @@ MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free 
 
 @dataclass
 class MachineExecution(Execution):
-    """The local backend on this machine's GPUs; `memory_short` asks NVML."""
+    """The local backend on this machine's GPUs; `memory_room` asks NVML."""
 
     gate: bool = False  # wait_for_free_memory
     _asked: float = -MEMORY_POLL_S
 
-    def memory_short(self, busy: Mapping[str, int], ours: Collection[int]) -> dict[str, str] | None:
+    def memory_room(
+        self, busy: Mapping[str, int], ours: Collection[int], fresh: bool
+    ) -> dict[str, tuple[int, str]] | None:
         now = time.monotonic()
-        if not self.gate or now - self._asked < MEMORY_POLL_S:
+        if not self.gate or (not fresh and now - self._asked < MEMORY_POLL_S):
             return None
         self._asked = now
-        short = {}
+        room = {}
         for group in self.groups:
             total = self.memory_total.get(group)
             if total is None or busy[group] >= self.slots:
@@ -42,14 +44,16 @@ class MachineExecution(Execution):
             share = memory_limit_mb(self.settings.fraction, total)
             # Looked up at call time: the tests stand a fake NVML in for the real one.
             memory = nvml.nvml_memory(group, ours)
-            if not has_room(memory, busy[group], share):
-                assert memory is not None
-                room = max(0, room_mb(memory, busy[group], share))
+            fits = jobs_that_fit(memory, busy[group], share)
+            if memory is not None and fits is not None and fits < self.slots - busy[group]:
+                free_mb = max(0, room_mb(memory, busy[group], share))
                 others = others_mb(memory, busy[group], share)
-                short[group] = (
-                    f"needs {share} MB free, has {room} MB (other processes hold {others} MB)"
+                room[group] = (
+                    fits,
+                    f"needs {share} MB free a job, has {free_mb} MB "
+                    f"(other processes hold {others} MB)",
                 )
-        return short
+        return room
 
 
 def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecution:

@@ -87,7 +87,7 @@ class Sweep:
         self._refreshed = time.monotonic()
         self.stop = StopRequest()
         self._state = SweepState(total=total or 0, slots=len(self.pool.groups) * self.pool.slots)
-        self._dry = False  # the source had nothing to give at the last ask
+        self._freed = True  # a slot freed since the GPUs' free memory was last asked
 
     def run(self) -> None:
         progress = make_progress(self.pool.groups)
@@ -153,21 +153,28 @@ class Sweep:
         if not self.queue:
             return
         ours = [pid for run in self.running.values() if run.handle for pid in run.handle.pids()]
-        short = self.execution.memory_short(self.pool.busy, ours)
-        if short is None:
+        room = self.execution.memory_room(self.pool.busy, ours, fresh=self._freed)
+        if room is None:
             return
+        self._freed = False
         for group in self.pool.groups:
-            if group in short:
-                if self.pool.close(group):
-                    log.warning(
-                        "hpsearch: %s waits for free memory: %s; the other GPUs go on",
-                        device_label(group),
-                        short[group],
-                    )
-                self._state.waiting[group] = short[group]
-            elif self.pool.reopen(group):
-                log.info("hpsearch: %s has room again", device_label(group))
+            if group not in room:
+                if self.pool.limits.pop(group, None) is not None:
+                    log.info("hpsearch: %s has room again", device_label(group))
+                    self._state.waiting.pop(group, None)
+                continue
+            fits, why = room[group]
+            if fits == 0 and group not in self._state.waiting:
+                log.warning(
+                    "hpsearch: %s waits for free memory: %s; the other GPUs go on",
+                    device_label(group),
+                    why,
+                )
+            if fits == 0:
+                self._state.waiting[group] = why
+            else:
                 self._state.waiting.pop(group, None)
+            self.pool.limit(group, self.pool.busy[group] + fits)
 
     def _grow(self) -> None:
         """Take on the room the execution gained (a cluster's new nodes) while jobs queue."""
@@ -314,6 +321,7 @@ class Sweep:
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
+        self._freed = True
         if retry and not outcome.ended and self._retry(run, outcome):
             return
         job = run.job

@@ -21,6 +21,7 @@ def room_mb(memory: GpuMemory, busy: int, share_mb: int) -> int:
     return memory.total - others_mb(memory, busy, share_mb) - busy * share_mb
 
 
-def has_room(memory: GpuMemory | None, busy: int, share_mb: int) -> bool:
-    """Room for one more job's share; always, when NVML cannot tell."""
-    return memory is None or room_mb(memory, busy, share_mb) >= share_mb
+def jobs_that_fit(memory: GpuMemory | None, busy: int, share_mb: int) -> int | None:
+    """How many more jobs' shares the GPU has room for now; None (no limit) when NVML cannot
+    tell. Each counts whole: a job may grow to its cap."""
+    return None if memory is None else max(0, room_mb(memory, busy, share_mb)) // share_mb

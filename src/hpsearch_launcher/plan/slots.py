@@ -80,7 +80,8 @@ class SlotPool:
         self.slots = slots
         self.busy = dict.fromkeys(self.groups, 0)
         self.reserved: set[str] = set()  # groups draining for a job that needs one whole
-        self.short: set[str] = set()  # groups without a job's memory share free (other users)
+        # Most jobs a group may hold while other users' processes hold part of its memory.
+        self.limits: dict[str, int] = {}
         self._next = 0  # where the round-robin resumes
 
     def grow(self, groups: Sequence[str] = (), slots: int = 0) -> None:
@@ -91,31 +92,27 @@ class SlotPool:
         self.busy |= dict.fromkeys(added, 0)
         self.slots = max(self.slots, slots)
 
-    def close(self, group: str) -> bool:
-        """Take no job on `group` until reopened (its GPU lacks free memory); whether it was
-        open until now."""
-        closed = group not in self.short
-        self.short.add(group)
-        return closed
+    def limit(self, group: str, most: int) -> None:
+        """Let `group` hold at most `most` jobs (fewer than its slots: its GPU's free memory
+        has room for no more) until `unlimit`."""
+        self.limits[group] = most
 
-    def reopen(self, group: str) -> bool:
-        """Undo `close`; whether it was closed until now."""
-        was = group in self.short
-        self.short.discard(group)
-        return was
+    def unlimit(self, group: str) -> None:
+        self.limits.pop(group, None)
+
+    def _capacity(self, group: str) -> int:
+        return min(self.slots, self.limits.get(group, self.slots))
 
     def free(self) -> int:
         """Slots free on the groups that take jobs now."""
-        open_groups = [g for g in self.groups if g not in self.reserved and g not in self.short]
-        return sum(max(0, self.slots - self.busy[g]) for g in open_groups)
+        open_groups = [g for g in self.groups if g not in self.reserved]
+        return sum(max(0, self._capacity(g) - self.busy[g]) for g in open_groups)
 
     def has_free(self) -> bool:
         return any(self._open(d) for d in self.groups)
 
     def _open(self, group: str) -> bool:
-        return (
-            group not in self.reserved and group not in self.short and self.busy[group] < self.slots
-        )
+        return group not in self.reserved and self.busy[group] < self._capacity(group)
 
     def in_turn(self) -> list[str]:
         """The groups in the order the round-robin will next offer them."""
