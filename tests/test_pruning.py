@@ -118,6 +118,7 @@ def test_a_grid_with_prune_median_stops_the_hopeless_jobs(
     table = pd.read_csv(tmp_path / "sweep" / "results.csv")
     by_x = table.set_index("x")
     assert set(by_x.loc[[8, 7], "status"]) == {"completed"}
+    assert list(by_x.loc[[8, 7], "last_step"]) == [steps - 1] * 2  # the last report, too
     pruned = by_x.loc[[6, 5, 4, 3, 2, 1]]
     assert set(pruned["status"]) == {"pruned"}, result.stdout
     assert (pruned["last_step"] < steps - 1).all()

@@ -477,3 +477,26 @@ def test_an_unreachable_cluster_is_one_line(runner: Runner, marks: Path) -> None
         result.stdout
     )
     assert "Traceback" not in result.stdout
+
+
+@pytest.mark.slow
+def test_reports_and_pruning_work_for_ray_jobs(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    """The report channel crosses to Ray workers (a file in the shared run dir): with
+    prune=median, x=1's hopeless curve is stopped once x=8 and x=7 completed, and no Ray task
+    of it is left."""
+    result = runner.run(
+        [
+            *runner.probe_sweep(marks, "x=8,7,1", "steps=20", "step_s=0.2"),
+            "hydra.launcher.backend=ray",
+            "hydra.launcher.prune=median",
+            "hydra.launcher.prune_grace=1",
+            "+hydra.launcher.ray.init.num_cpus=2",
+        ],
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert list(table.loc[[8, 7], "status"]) == ["completed", "completed"], table.to_string()
+    assert table.loc[1, "status"] == "pruned" and table.loc[1, "last_step"] < 19
+    assert table.loc[8, "last_step"] == 19 and table.loc[8, "last_value"] == 8.0
+    assert not _processes_with(RAY_TASK)

@@ -327,6 +327,9 @@ class Sweep:
         job = run.job
         assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
         where = outcome.placement or run.device  # the backend's word when it chose the place
+        if run.reports is not None and not run.pruned:
+            for late in run.reports.read():  # written just before it ended: the source hears all
+                self.source.report(run.key, *late)
         step, value = run.reports.last if run.reports is not None else (None, None)
         ret = self.recorder.ended(
             job,
