@@ -20,6 +20,7 @@ from conftest import PROBE, read_records, role
 
 from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import machine
+from hpsearch_launcher.execute.sweep import POLL_S
 from hpsearch_launcher.nvml import GpuMemory
 from hpsearch_launcher.plan.memory import jobs_that_fit, room_mb
 from hpsearch_launcher.plan.slots import SlotPool
@@ -311,3 +312,39 @@ def test_a_gpu_with_room_for_one_job_runs_one_at_a_time(
     records = sorted(read_records(marks), key=lambda r: r["start"])
     for earlier, later in itertools.pairwise(records):
         assert later["start"] >= earlier["end"] - 0.05, "two jobs shared 700 MB of room"
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_every_gpu_starts_full_waits_then_runs(
+    launch_app, fake_nvml: FakeNvml, marks: Path
+) -> None:
+    """Other users hold the only GPU when the sweep starts: no job can start, none runs, and
+    the sweep must wait for the memory (not end with its jobs never run, nor spin a core)."""
+    fake_nvml.set({"0": 800})
+
+    def other_user_leaves() -> None:
+        deadline = time.monotonic() + 30
+        while not fake_nvml.answers:  # the sweep asked, and waits
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.5)
+        waited.extend(fake_nvml.answers)
+        fake_nvml.set({})
+
+    waited: list = []
+
+    leaver = threading.Thread(target=other_user_leaves)
+    leaver.start()
+    returns = launch_app(
+        PROBE.parent / "conf",
+        "probe",
+        probe,
+        [["x=1"], ["x=2"]],
+        "hydra.launcher.gpus=[0]",
+        "hydra.launcher.memory_fraction=0.45",
+    )
+    leaver.join()
+    assert [r.return_value for r in returns] == [1.0, 2.0]
+    assert len(read_records(marks)) == 2
+    # It slept between looks while it waited (POLL_S), rather than asking in a busy loop.
+    assert len(waited) <= 1.5 / POLL_S + 3, len(waited)

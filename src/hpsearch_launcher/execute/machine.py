@@ -50,7 +50,7 @@ class MachineExecution(Execution):
                 others = others_mb(memory, busy[group], share)
                 room[group] = (
                     fits,
-                    f"needs {share} MB free a job, has {free_mb} MB "
+                    f"needs {share} MB free for each job, has {free_mb} MB "
                     f"(other processes hold {others} MB)",
                 )
         return room

@@ -94,9 +94,9 @@ class Sweep:
         try:
             with stop_on_signals() as self.stop:
                 while not self.stop.signum:
-                    self._ask()
-                    if not (self.queue or self.whole_queue or self.running):
-                        break  # nothing runs, and the source gave nothing: nothing will come
+                    dry = self._ask()
+                    if not (self.queue or self.whole_queue or self.running) and dry:
+                        break  # nothing runs, and the source has nothing: nothing will come
                     self._check_memory()
                     self._grow()
                     self._start_ready()
@@ -116,13 +116,16 @@ class Sweep:
             self.recorder.table.flush(force=True)
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
 
-    def _ask(self) -> None:
+    def _ask(self) -> bool:
         """Ask the source for as many jobs as there are free slots beyond the queue; a job
-        that finished in an earlier run of the sweep is ended at once, taking no slot."""
-        while len(self.queue) < self.pool.free() and not self.source.exhausted():
+        that finished in an earlier run of the sweep is ended at once, taking no slot.
+        Whether the source is dry: exhausted, or it had nothing when asked."""
+        while len(self.queue) < self.pool.free():
+            if self.source.exhausted():
+                return True
             ask = self.source.ask()
             if ask is None:
-                return
+                return True
             job = self.make_job(ask)
             self._state.total = max(self._state.total, self._state.asked + 1)
             self._state.asked += 1
@@ -132,10 +135,11 @@ class Sweep:
             ret = self.recorder.resumed(job)
             self._state.resumed += 1
             log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
-            status = Status(job.previous.get("status", Status.COMPLETED.value))
-            status = Status.PRUNED if status is Status.PRUNED else Status.RESUMED
+            pruned_before = job.previous.get("status") == Status.PRUNED.value
+            status = Status.PRUNED if pruned_before else Status.RESUMED
             step, value = last_report(job.previous)
             self.source.ended(ask.key, JobEnd(ret, status, step, value, job.num))
+        return self.source.exhausted()
 
     @property
     def state(self) -> SweepState:
@@ -150,8 +154,8 @@ class Sweep:
         """Close the free slots of groups whose GPU lacks a job's share of free memory (other
         users' processes hold it), and open them again when it is back; the execution says
         which, and how often it asks."""
-        if not self.queue:
-            return
+        if not self.queue and self.source.exhausted():
+            return  # nothing waits for a slot: nothing to decide
         ours = [pid for run in self.running.values() if run.handle for pid in run.handle.pids()]
         room = self.execution.memory_room(self.pool.busy, ours, fresh=self._freed)
         if room is None:
@@ -267,6 +271,8 @@ class Sweep:
         now = time.monotonic()
         deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
         timeout = min([POLL_S, *(max(0.0, d - now) for d in deadlines)])
+        if not self.running:  # slots wait for free memory: nothing to watch meanwhile
+            time.sleep(timeout)
         done, _ = concurrent.futures.wait(
             list(self.running), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )

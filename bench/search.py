@@ -1,0 +1,220 @@
+"""Search that never waits and never wastes a slot: contenders side by side on one workload.
+
+    python bench/search.py                       # every contender, 3 repeats
+    python bench/search.py --contenders "grid" "grid median" --repeats 1
+
+The workload (bench/apps/curve.py): 64 trials (16 learning rates x 4 batch sizes, the same
+for every contender), each 10 epochs of simulated training whose epoch time depends on the
+batch size (stragglers: 3x), reporting a noisy learning curve; 8 slots (what 8 GPUs would
+give). Per contender: makespan (first start to last end), slot-seconds (the trials' process
+lifetimes added up, from results.csv or Ray Tune's own records), slot utilisation
+(slot-seconds / (slots x makespan)), and the best final objective reached.
+
+Contenders:
+  grid                 hpsearch, the plain grid (Hydra's basic sweeper), no pruning
+  grid median          the same with hydra.launcher.prune=median
+  ray tune asha        Ray Tune, the same 64 configs (grid_search), ASHA on the same reports,
+                       max_concurrent_trials=8, reuse_actors=False (a fresh process per trial,
+                       the setting that gives GPU memory back); needs `ray[tune]`: it runs in
+                       its own venv, .venv-bench-tune, made on first use (from the registry)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+APP = REPO / "bench" / "apps" / "curve.py"
+SLOTS = 8
+EPOCHS = 10
+EPOCH_S = 0.5
+LRS = [10 ** (-5 + 4 * i / 15) for i in range(16)]  # 1e-5 .. 1e-1
+BATCHES = [32, 64, 128, 256]
+TUNE_VENV = REPO / ".venv-bench-tune"
+
+
+def grid_args(out: Path, *extra: str) -> list[str]:
+    lrs = ",".join(f"{lr:.3g}" for lr in LRS)
+    batches = ",".join(map(str, BATCHES))
+    return [
+        sys.executable,
+        str(APP),
+        "--multirun",
+        f"lr={lrs}",
+        f"batch={batches}",
+        f"epochs={EPOCHS}",
+        f"epoch_s={EPOCH_S}",
+        f"hydra.sweep.dir={out}",
+        f"hydra.launcher.n_jobs={SLOTS}",
+        "hydra.launcher.gpus=[]",
+        *extra,
+    ]
+
+
+def from_results(path: Path) -> dict[str, float]:
+    rows = list(csv.DictReader(path.open()))
+    starts = [datetime.fromisoformat(r["start"]).timestamp() for r in rows]
+    ends = [datetime.fromisoformat(r["end"]).timestamp() for r in rows]
+    busy = sum(float(r["wall_time_s"]) for r in rows)
+    finals = [float(r["objective"]) for r in rows if r["status"] == "completed"]
+    return summary(min(starts), max(ends), busy, max(finals), len(rows))
+
+
+def summary(first: float, last: float, busy: float, best: float, trials: int) -> dict:
+    makespan = last - first
+    return {
+        "makespan_s": makespan,
+        "slot_s": busy,
+        "utilisation": busy / (SLOTS * makespan),
+        "best": best,
+        "trials": trials,
+    }
+
+
+def run_hpsearch(work: Path, *extra: str) -> dict[str, float]:
+    out = work / "sweep"
+    done = subprocess.run(grid_args(out, *extra), check=True, capture_output=True, cwd=work)
+    result = from_results(out / "results.csv")
+    latencies = prune_latencies(done.stdout.decode() + done.stderr.decode())
+    if latencies:
+        result["pruned"] = len(latencies)
+        result["free_latency_max_s"] = max(latencies)
+    return result
+
+
+def prune_latencies(log: str) -> list[float]:
+    """Seconds from each pruning decision ("job N pruned") to its slot freed ("job N ended"),
+    from the sweep's console (Hydra's log lines carry the time to the millisecond)."""
+    decided: dict[str, datetime] = {}
+    latencies = []
+    for line in log.splitlines():
+        if "] job " not in line or line[:1] != "[":
+            continue
+        when = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
+        words = line.split("] job ", 1)[1].split()
+        if words[1] == "pruned":
+            decided[words[0]] = when
+        elif words[1] == "ended" and words[0] in decided:
+            latencies.append((when - decided.pop(words[0])).total_seconds())
+    return latencies
+
+
+TUNE_SCRIPT = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from curve import accuracy, epoch_seconds
+lrs, batches, epochs, epoch_s, slots = json.loads(sys.argv[2])
+
+def trainable(config):
+    seconds = epoch_seconds(config["lr"], config["batch"], epoch_s, 0)
+    for epoch in range(epochs):
+        time.sleep(seconds)
+        value = accuracy(config["lr"], config["batch"], epoch, 0, 0.01)
+        tune.report({"objective": value, "epoch": epoch})
+
+ray.init(num_cpus=slots, include_dashboard=False, log_to_driver=False)
+started = time.time()
+analysis = tune.run(
+    trainable,
+    config={"lr": tune.grid_search(lrs), "batch": tune.grid_search(batches)},
+    scheduler=ASHAScheduler(metric="objective", mode="max", max_t=epochs, grace_period=1),
+    resources_per_trial={"cpu": 1},
+    max_concurrent_trials=slots,
+    reuse_actors=False,
+    verbose=0,
+)
+ended = time.time()
+trials = analysis.trials
+busy = sum(t.last_result.get("time_total_s", 0.0) for t in trials)
+best = max(t.last_result["objective"] for t in trials if t.last_result["epoch"] == epochs - 1)
+print(json.dumps({"first": started, "last": ended, "busy": busy, "best": best, "n": len(trials)}))
+"""
+
+
+def tune_python() -> Path:
+    """A venv for Ray Tune: ray[tune] at the main venv's Ray version; the rest borrowed."""
+    python = TUNE_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", TUNE_VENV], check=True)
+        import ray
+
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", f"ray[tune]=={ray.__version__}"], check=True
+        )
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        (Path(site) / "main-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def run_tune(work: Path) -> dict[str, float]:
+    setup = json.dumps([LRS, BATCHES, EPOCHS, EPOCH_S, SLOTS])
+    env = dict(os.environ, RAY_AIR_NEW_OUTPUT="0", TUNE_RESULT_DIR=str(work))
+    done = subprocess.run(
+        [tune_python(), "-c", TUNE_SCRIPT, str(APP.parent), setup],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+    )
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    return summary(r["first"], r["last"], r["busy"], r["best"], r["n"])
+
+
+CONTENDERS = {
+    "grid": lambda work: run_hpsearch(work),
+    "grid median": lambda work: run_hpsearch(work, "hydra.launcher.prune=median"),
+    "ray tune asha": run_tune,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--contenders", nargs="*", default=list(CONTENDERS))
+    args = parser.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {SLOTS} slots")
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="hpsearch-search-") as tmp:
+        for repeat in range(args.repeats):  # interleaved: the machine's noise hits all alike
+            for name in args.contenders:
+                work = Path(tmp) / f"{name.replace(' ', '-')}-{repeat}"
+                work.mkdir()
+                results.setdefault(name, []).append(CONTENDERS[name](work))
+                print(f"{name} #{repeat}: {json.dumps(results[name][-1])}", flush=True)
+    print(
+        "\n| contender | trials | makespan (s) | slot-s | utilisation | best objective | "
+        "pruned | decision to free, max (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, runs in results.items():
+        med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in runs[0]}
+        worst = max(r.get("free_latency_max_s", 0.0) for r in runs)
+        print(
+            f"| {name} | {med['trials']:.0f} | {med['makespan_s']:.1f} | {med['slot_s']:.0f} | "
+            f"{med['utilisation']:.2f} | {med['best']:.4f} | {med.get('pruned', 0):.0f} | "
+            f"{worst:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
