@@ -156,3 +156,16 @@ def test_a_pruned_job_that_ignores_the_stop_is_ended_after_the_grace(
     assert not (marks / f"stopped-{table.loc[1, 'job']}").exists()
     # Pruned at its first step (0.1 s in), ended within grace (1 s) + 1 s of that.
     assert table.loc[1, "wall_time_s"] < 0.1 + 1 + 1 + 1.5  # start-up slack on 2 cores
+
+
+@pytest.mark.slow
+def test_what_a_job_reported_survives_its_crash(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """A job that reports 3 steps, then dies (os._exit): its row keeps the last report."""
+    args = runner.probe_sweep(marks, "x=3,4", "steps=3", "step_s=0.05", "mode=hard_exit")
+    result = runner.run(args)
+    assert result.returncode != 0
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert list(table["status"]) == ["failed", "failed"]
+    assert list(table["last_step"]) == [2, 2] and list(table["last_value"]) == [3.0, 4.0]
