@@ -62,13 +62,26 @@ def grid_args(out: Path, *extra: str) -> list[str]:
     ]
 
 
-def from_results(path: Path) -> dict[str, float]:
+def from_results(path: Path, log: str) -> dict[str, float]:
+    """Slot-seconds and the best objective from results.csv; the makespan from the console's
+    millisecond times (results.csv's are whole seconds): first job start to last job end."""
     rows = list(csv.DictReader(path.open()))
-    starts = [datetime.fromisoformat(r["start"]).timestamp() for r in rows]
-    ends = [datetime.fromisoformat(r["end"]).timestamp() for r in rows]
     busy = sum(float(r["wall_time_s"]) for r in rows)
     finals = [float(r["objective"]) for r in rows if r["status"] == "completed"]
-    return summary(min(starts), max(ends), busy, max(finals), len(rows))
+    times = [when for when, _, what in job_events(log) if what != "pruned"]
+    return summary(min(times), max(times), busy, max(finals), len(rows))
+
+
+def job_events(log: str) -> list[tuple[float, str, str]]:
+    """(time, job number, what) of each `job N start|done|ended|pruned|FAILED` console line."""
+    events = []
+    for line in log.splitlines():
+        if "] job " not in line or line[:1] != "[":
+            continue
+        when = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        words = line.split("] job ", 1)[1].split()
+        events.append((when, words[0], words[1]))
+    return events
 
 
 def summary(first: float, last: float, busy: float, best: float, trials: int) -> dict:
@@ -85,8 +98,9 @@ def summary(first: float, last: float, busy: float, best: float, trials: int) ->
 def run_hpsearch(work: Path, *extra: str) -> dict[str, float]:
     out = work / "sweep"
     done = subprocess.run(grid_args(out, *extra), check=True, capture_output=True, cwd=work)
-    result = from_results(out / "results.csv")
-    latencies = prune_latencies(done.stdout.decode() + done.stderr.decode())
+    log = done.stdout.decode() + done.stderr.decode()
+    result = from_results(out / "results.csv", log)
+    latencies = prune_latencies(log)
     if latencies:
         result["pruned"] = len(latencies)
         result["free_latency_max_s"] = max(latencies)
@@ -96,28 +110,23 @@ def run_hpsearch(work: Path, *extra: str) -> dict[str, float]:
 def prune_latencies(log: str) -> list[float]:
     """Seconds from each pruning decision ("job N pruned") to its slot freed ("job N ended"),
     from the sweep's console (Hydra's log lines carry the time to the millisecond)."""
-    decided: dict[str, datetime] = {}
+    decided: dict[str, float] = {}
     latencies = []
-    for line in log.splitlines():
-        if "] job " not in line or line[:1] != "[":
-            continue
-        when = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
-        words = line.split("] job ", 1)[1].split()
-        if words[1] == "pruned":
-            decided[words[0]] = when
-        elif words[1] == "ended" and words[0] in decided:
-            latencies.append((when - decided.pop(words[0])).total_seconds())
+    for when, job, what in job_events(log):
+        if what == "pruned":
+            decided[job] = when
+        elif what == "ended" and job in decided:
+            latencies.append(when - decided.pop(job))
     return latencies
 
 
 TUNE_SCRIPT = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
 import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from curve import accuracy, epoch_seconds
-lrs, batches, epochs, epoch_s, slots = json.loads(sys.argv[2])
+lrs, batches, epochs, epoch_s, slots = json.loads(sys.argv[1])
 
 def trainable(config):
     seconds = epoch_seconds(config["lr"], config["batch"], epoch_s, 0)
@@ -135,6 +144,7 @@ analysis = tune.run(
     resources_per_trial={"cpu": 1},
     max_concurrent_trials=slots,
     reuse_actors=False,
+    storage_path=sys.argv[2],
     verbose=0,
 )
 ended = time.time()
@@ -167,15 +177,17 @@ def tune_python() -> Path:
 
 def run_tune(work: Path) -> dict[str, float]:
     setup = json.dumps([LRS, BATCHES, EPOCHS, EPOCH_S, SLOTS])
-    env = dict(os.environ, RAY_AIR_NEW_OUTPUT="0", TUNE_RESULT_DIR=str(work))
+    # Ray's workers find the workload (and hpsearch_launcher, which it imports) through it.
+    env = dict(os.environ, RAY_AIR_NEW_OUTPUT="0", PYTHONPATH=f"{APP.parent}:{REPO / 'src'}")
     done = subprocess.run(
-        [tune_python(), "-c", TUNE_SCRIPT, str(APP.parent), setup],
-        check=True,
+        [tune_python(), "-c", TUNE_SCRIPT, setup, str(work)],
         capture_output=True,
         text=True,
         cwd=work,
         env=env,
     )
+    if done.returncode:
+        raise SystemExit(f"Ray Tune failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     r = json.loads(done.stdout.strip().splitlines()[-1])
     return summary(r["first"], r["last"], r["busy"], r["best"], r["n"])
 
