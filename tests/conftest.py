@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -135,15 +136,13 @@ def read_records(marks: Path) -> list[dict]:
 
 
 @pytest.fixture
-def launch_app(
-    runner: Runner, marks: Path, tmp_path: Path, hydra_restore_singletons: None
-) -> Iterator[Callable[..., list[JobReturn]]]:
-    """Run our launcher in this process on an app's jobs, as a sweeper would; hand back the
-    JobReturns. Each job's overrides are what a sweeper hands over; `marks=` is added."""
+def app_launcher(
+    runner: Runner, tmp_path: Path, hydra_restore_singletons: None
+) -> Iterator[Callable[..., Any]]:
+    """Our launcher in this process, set up for an app as a sweeper would have it (sweep dir
+    tmp_path/sweep, the runner's tag in every job's environment)."""
 
-    def launch(
-        conf_dir: Path, config_name: str, task: Callable, jobs: list[list[str]], *overrides: str
-    ) -> list[JobReturn]:
+    def make(conf_dir: Path, config_name: str, task: Callable, *overrides: str) -> Any:
         GlobalHydra.instance().clear()
         hydra = Hydra.create_main_hydra2(
             task_name=config_name, config_search_path=create_config_search_path(str(conf_dir))
@@ -158,16 +157,29 @@ def launch_app(
             run_mode=RunMode.MULTIRUN,
         )
         HydraConfig.instance().set_config(cfg)
-        launcher = Plugins.instance().instantiate_launcher(
+        return Plugins.instance().instantiate_launcher(
             hydra_context=HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks(cfg)),
             task_function=task,
             config=cfg,
         )
+
+    yield make
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture
+def launch_app(app_launcher: Callable[..., Any], marks: Path) -> Callable[..., list[JobReturn]]:
+    """Run our launcher in this process on an app's jobs, as a sweeper would; hand back the
+    JobReturns. Each job's overrides are what a sweeper hands over; `marks=` is added."""
+
+    def launch(
+        conf_dir: Path, config_name: str, task: Callable, jobs: list[list[str]], *overrides: str
+    ) -> list[JobReturn]:
+        launcher = app_launcher(conf_dir, config_name, task, *overrides)
         batch = [[*job, f"marks={marks}"] for job in jobs]
         return list(launcher.launch(batch, initial_job_idx=0))
 
-    yield launch
-    GlobalHydra.instance().clear()
+    return launch
 
 
 @pytest.fixture
