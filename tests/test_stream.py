@@ -49,9 +49,10 @@ class ListOfTrials:
 
 
 def test_a_freed_slot_takes_the_next_trial_at_once(app_launcher, marks: Path) -> None:
-    """Stragglers among 8 trials on 2 slots: whenever a trial ends and trials remain, the next
-    one starts within a second (no waiting for a batch's slowest), and each end is told."""
-    sleeps = [3.0, 0.3, 0.3, 0.3, 3.0, 0.3, 0.3, 0.3]
+    """Stragglers (6 s) among 8 trials on 2 slots: whenever a trial ends and trials remain,
+    the next one starts within 3 s, start-up on a loaded machine included (in batches of 2,
+    a slot would idle for most of a straggler's 6 s), and each end is told."""
+    sleeps = [6.0, 0.3, 0.3, 0.3, 6.0, 0.3, 0.3, 0.3]
     jobs = [[f"x={i}", f"sleep={s}", f"marks={marks}"] for i, s in enumerate(sleeps)]
     source = ListOfTrials(jobs)
     launcher = app_launcher(PROBE.parent / "conf", "probe", probe, "hydra.launcher.n_jobs=2")
@@ -65,7 +66,7 @@ def test_a_freed_slot_takes_the_next_trial_at_once(app_launcher, marks: Path) ->
     starts = sorted(r["start"] for r in records)
     for end in sorted(r["end"] for r in records)[:-2]:  # each end but the last two's
         following = [s for s in starts if s >= end]
-        assert following and following[0] - end < 1.5, (end, starts)
+        assert following and following[0] - end < 3.0, (end, starts)
 
 
 def test_a_pruned_trial_frees_its_slot_and_is_told_pruned(app_launcher, marks: Path) -> None:
