@@ -60,9 +60,11 @@ def launch(
             launcher.hydra_context.config_loader,
             getattr(launcher.task_function, "preflight", None),
             job_overrides,
-            recorder.first_new_job + initial_job_idx,
+            # Not the sweeper's initial_job_idx: resumed jobs keep their numbers and take none.
+            recorder.next_job,
             recorder.resumable() if settings.resume else {},
         )
+        recorder.next_job += sum(job.previous is None for job in jobs)
         if execution is None:
             from .execute.ray import ray_execution
 

@@ -63,38 +63,50 @@ def compose_jobs(
     the task's own check of a job's config (raises ValueError), run on every job here.
     `finished`: earlier rows that finished, by config hash; each is matched to at most one job
     (a sweep may hold the same config twice: both are resumed only if both finished before).
+    A resumed job keeps its earlier row's number; the others are numbered on from `first_num`,
+    in order, with no gaps where resumed jobs are.
     """
     keys = varying_keys(job_overrides, swept_keys(config))
     name_runs = subdir_is_default(config, config_loader)
     unused = {h: list(rows) for h, rows in finished.items()}
     composer = Composer(config_loader, config)
     jobs = []
+    num = first_num  # the next new job's number
     sweep_hydra = HydraConfig.instance().cfg  # put back below: each job's is set to resolve it
     for index, overrides in enumerate(job_overrides):
-        num = first_num + index
         sweep_config = composer.compose(overrides)
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
-            sweep_config.hydra.job.num = num
-        HydraConfig.instance().set_config(sweep_config)  # lets ${hydra:...} resolve for it
-        name = run_dir_name(overrides, keys, num)
-        _preflight(preflight, sweep_config, f"job {num} ({name})")
+        _number(sweep_config, num)
         digest = config_hash(sweep_config)
         earlier = unused.get(digest)
+        previous = earlier.pop(0) if earlier else None
+        job_num = num if previous is None else int(previous["job"])
+        if previous is not None:  # resumed: results.csv and the console keep its number
+            _number(sweep_config, job_num)
+        name = run_dir_name(overrides, keys, job_num)
+        _preflight(preflight, sweep_config, f"job {job_num} ({name})")
         jobs.append(
             Job(
                 index=index,
-                num=num,
+                num=job_num,
                 overrides=tuple(overrides),
                 config=sweep_config,
                 config_hash=digest,
                 params=swept_params(overrides, keys),
                 name=name if name_runs else "",
-                previous=earlier.pop(0) if earlier else None,
+                previous=previous,
             )
         )
+        num += previous is None
     HydraConfig.instance().cfg = sweep_hydra
     return jobs
+
+
+def _number(sweep_config: DictConfig, num: int) -> None:
+    """Make `num` the job's hydra.job.num (and id), and let ${hydra:...} resolve for it."""
+    with read_write(sweep_config.hydra), open_dict(sweep_config):  # set_config made it read-only
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
+        sweep_config.hydra.job.num = num
+    HydraConfig.instance().set_config(sweep_config)
 
 
 def sweep_dir(job: Job) -> Path:

@@ -45,6 +45,8 @@ class Recorder:
         self.table = table
         self.lock = lock  # the sweep dir, this sweep's while the records are kept
         self.first_new_job = first_new_job  # rows below it are from earlier runs of the sweep
+        # The number of this run's next job that is not resumed (a resumed job keeps its row's).
+        self.next_job = first_new_job
         self.notices = Notices()
         self.reused: set[int] = set()  # earlier rows already handed to a job of this run
 
