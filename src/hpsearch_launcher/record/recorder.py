@@ -7,6 +7,7 @@ without a return from the task).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -28,7 +29,10 @@ from .rows import (
     return_columns,
     stored_return,
 )
+from .superseded import move_aside
 from .table import ResultsTable
+
+log = logging.getLogger("hpsearch.launcher")
 
 
 class JobFailed(CompactHydraException):
@@ -72,6 +76,13 @@ class Recorder:
         row["status"] = Status.RESUMED.value
         self.table.put(row, job.params)
         return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
+
+    def free_run_dir(self, job: Job, path: Path) -> None:
+        """Before `job` claims `path`: move an earlier run's unfinished attempt of its config
+        out of it (into superseded/), so the re-run gets the plain name."""
+        moved = move_aside(self.table, path, job.config_hash, self.first_new_job)
+        if moved is not None:
+            log.info("job %d: the earlier unfinished attempt in %s is now %s", job.num, path, moved)
 
     def ended(
         self,
