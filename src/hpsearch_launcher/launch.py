@@ -25,9 +25,10 @@ from .execute.sweep import Sweep
 from .plan.jobs import JobConfigError, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
-from .record.leaderboard import leaderboard, summary_options, unfinished
+from .record.leaderboard import leaderboard, summary_options, superseded, unfinished
 from .record.lock import SweepDirLocked, hold_sweep_dir
 from .record.recorder import Recorder
+from .record.resume_command import resume_hint
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
 
 log = logging.getLogger("hpsearch.launcher")
@@ -78,7 +79,11 @@ def launch(
             per,
             sweep_dir,
         )
-        returns = Sweep(jobs, settings, execution, recorder).run()
+        try:
+            returns = Sweep(jobs, settings, execution, recorder).run()
+        except SystemExit:  # stopped by Ctrl-C or SIGTERM: the running jobs are recorded
+            log.error("hpsearch: %s", resume_hint(config))
+            raise
     finally:
         if execution is not None:
             execution.backend.close()
@@ -87,14 +92,18 @@ def launch(
         # end-of-sweep callback that prints it otherwise will not run).
         mode, columns = summary_options(config)
         rows = list(recorder.table.rows.values())
-        log.info("\n%s", leaderboard(rows, recorder.table.params, mode, columns=columns))
+        board = leaderboard(
+            rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
+        )
+        log.info("\n%s", board)
         failed = len(unfinished(rows))
         log.error(
             "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
-            "stderr.log); results in %s",
+            "stderr.log); results in %s\nhpsearch: %s",
             failed,
-            len(rows),
+            len(rows) - len(superseded(rows)),
             recorder.table.path,
+            resume_hint(config),
         )
     return returns
 
