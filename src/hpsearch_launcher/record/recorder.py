@@ -80,7 +80,11 @@ class Recorder:
     def free_run_dir(self, job: Job, path: Path) -> None:
         """Before `job` claims `path`: move an earlier run's unfinished attempt of its config
         out of it (into superseded/), so the re-run gets the plain name."""
-        moved = move_aside(self.table, path, job.config_hash, self.first_new_job)
+        try:
+            moved = move_aside(self.table, path, job.config_hash, self.first_new_job)
+        except OSError as err:  # the job still runs, in `name~2` as before
+            log.warning("hpsearch: could not move the earlier attempt in %s aside: %s", path, err)
+            return
         if moved is not None:
             log.info("job %d: the earlier unfinished attempt in %s is now %s", job.num, path, moved)
 
