@@ -49,10 +49,14 @@ def test_resume_runs_failed_and_timed_out_jobs_again_exactly_once(
     after = pd.read_csv(tmp_path / "sweep" / "results.csv")
     new = after[after["job"] > before["job"].max()]  # numbered after the earlier run
     assert dict(zip(new["x"], new["status"], strict=True)) == {1: "failed", 2: "timeout"}
-    assert set(new["run_dir"]).isdisjoint(before["run_dir"])  # in new run dirs
+    # In their plain run dirs again: the earlier attempts were moved to superseded/.
+    assert set(new["run_dir"]) == set(before.loc[before["x"] > 0, "run_dir"])
     old = after[after["job"] <= before["job"].max()].set_index("x")
     assert old.loc[0, "status"] == "resumed"
     assert (old.loc[1, "status"], old.loc[2, "status"]) == ("superseded", "superseded")
+    for x in (1, 2):
+        assert Path(old.loc[x, "run_dir"]).parent.name == "superseded"
+        assert (tmp_path / old.loc[x, "run_dir"] / "stderr.log").exists()
 
 
 @pytest.mark.timeout(120)

@@ -63,7 +63,8 @@ def test_superseded_rows_are_not_failures(tmp_path: Path) -> None:
     statuses = [r["status"] for r in rows]
     assert statuses == ["superseded", "interrupted", "failed", "completed", "failed"]
     assert rows[0]["error"] == "failed: boom; re-run as job 3"
-    assert "3 failed or unfinished, 5 jobs" in leaderboard(rows, [], "max")
+    # Five rows, four jobs: the superseded row is an earlier attempt at job 3's config.
+    assert "3 failed or unfinished, 4 jobs; 1 superseded" in leaderboard(rows, [], "max")
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,9 @@ def test_leaderboard_ranks_by_direction_and_lists_failures(mode: str, best: int)
     ]
     assert ranked(rows, mode)[0]["job"] == best
     text = leaderboard(rows, [], mode)
-    assert f"Leaderboard ({mode} objective): 3 finished, 1 failed or unfinished, 5 jobs" in text
+    # The counts add up: job 4 finished, with a NaN objective the table cannot rank.
+    assert f"Leaderboard ({mode} objective): 4 finished, 1 failed or unfinished, 5 jobs; 1 " in text
+    assert "; 1 finished without a finite objective" in text
     assert "TIMEOUT     job 3 : timed out after 5s" in text
 
 
@@ -199,7 +202,7 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     out, _ = sweep.communicate(timeout=30)
     assert sweep.returncode == 130, out
     summary = [line for line in out.splitlines() if "; results in" in line][-1]
-    assert "(2 done, 0 failed, 2 interrupted, 0 resumed)" in summary and "ETA" not in summary
+    assert "(2 done, 0 failed, 0 resumed), 2 interrupted" in summary and "ETA" not in summary
     assert "2 never started" in summary
     first = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert dict(zip(first["x"], first["status"], strict=True)) == {
@@ -228,13 +231,12 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
         5: "completed",
     }
     assert final["job"].is_unique and final["run_dir"].is_unique
-    first_dirs = set(first["run_dir"])
-    assert all(d not in first_dirs for d in final.loc[final["x"] >= 2, "run_dir"])
-    # A run dir is made when its job starts: no empty husks, and jobs that never started in
-    # the first run get their clean names.
-    dirs = {p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()}
-    assert dirs == {Path(d).name for d in every["run_dir"]}
-    assert {Path(d).name for d in final.loc[final["x"] >= 4, "run_dir"]} == {"x=4", "x=5"}
+    # A run dir is made when its job starts: no empty husks; every job gets its clean name,
+    # the re-run ones too: their interrupted attempts were moved to superseded/.
+    sweep = tmp_path / "sweep"
+    dirs = {p.relative_to(sweep) for p in [*sweep.glob("x=*"), *sweep.glob("superseded/*")]}
+    assert dirs == {(tmp_path / d).relative_to(sweep) for d in every["run_dir"]}
+    assert {Path(d).name for d in final["run_dir"]} == {f"x={x}" for x in range(6)}
 
 
 def starts_so_far(marks: Path) -> set[int]:

@@ -32,7 +32,7 @@ class HpsearchLauncher(Launcher):
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
         # The sweep's records, opened at the first launch() and kept for the later ones (Optuna
-        # launches a batch at a time): results.csv, and the offset added to hydra.job.num.
+        # launches a batch at a time): results.csv, and the next new job's hydra.job.num.
         self.records: Any = None
 
     def setup(

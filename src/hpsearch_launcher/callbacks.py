@@ -23,7 +23,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .record.leaderboard import leaderboard, summary_options, unfinished
+from .record.leaderboard import leaderboard, study_note, summary_options, superseded, unfinished
+from .record.resume_command import resume_hint
 from .record.table import ResultsTable
 
 log = logging.getLogger("hpsearch.sweep")
@@ -34,6 +35,11 @@ class SweepSummary(Callback):
         self.mode = mode  # None (or anything but max/min): the sweeper's direction, else max
         self.columns = list(columns)
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Before the sweeper starts: Optuna opens its study first, and a sqlite study kept in
+        # the sweep dir (sqlite:///${hydra.sweep.dir}/study.db) needs the dir to be there.
+        Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         table = ResultsTable.load(Path(str(config.hydra.sweep.dir)))
         rows = list(table.rows.values())
@@ -41,10 +47,18 @@ class SweepSummary(Callback):
             return
         direction, _ = summary_options(config)
         mode = self.mode if self.mode in ("max", "min") else direction
-        log.info("\n%s", leaderboard(rows, table.params, mode, columns=self.columns))
+        note = study_note(config, rows, table.params, mode)
+        if note:
+            log.info("%s", note)
+        board = leaderboard(rows, table.params, mode, columns=self.columns, source=table.path)
+        log.info("\n%s", board)
         failed = unfinished(rows)
         if failed:
             log.error(
-                "hpsearch: %d of %d jobs did not finish; see %s", len(failed), len(rows), table.path
+                "hpsearch: %d of %d jobs did not finish; see %s\nhpsearch: %s",
+                len(failed),
+                len(rows) - len(superseded(rows)),
+                table.path,
+                resume_hint(config),
             )
             raise SystemExit(1)

@@ -27,9 +27,10 @@ from .execute.sweep import Sweep
 from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
-from .record.leaderboard import leaderboard, summary_options, unfinished
+from .record.leaderboard import leaderboard, summary_options, superseded, unfinished
 from .record.lock import SweepDirLocked, hold_sweep_dir
 from .record.recorder import Recorder
+from .record.resume_command import resume_hint
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
 from .stream import Ask, JobSource
 
@@ -56,13 +57,15 @@ def launch(
             launcher.hydra_context.config_loader,
             getattr(launcher.task_function, "preflight", None),
             job_overrides,
-            recorder.first_new_job + initial_job_idx,
+            # Not the sweeper's initial_job_idx: resumed jobs keep their numbers and take none.
+            recorder.next_job,
             recorder.resumable() if settings.resume else {},
         )
+        recorder.next_job += sum(job.previous is None for job in jobs)
         execution = execution or _ray(settings, task, config)
         _announce(execution, f"{len(jobs)} jobs", config)
         source = BatchSource(jobs, settings)
-        Sweep(settings, execution, recorder, source, source.job, total=len(jobs)).run()
+        _run(Sweep(settings, execution, recorder, source, source.job, total=len(jobs)), config)
     finally:
         if execution is not None:
             execution.backend.close()
@@ -88,15 +91,16 @@ def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: i
             set(swept_keys),
             recorder.resumable() if settings.resume else {},
         )
-        numbers = itertools.count(max(recorder.first_new_job, recorder.table.max_job() + 1))
+        asked = itertools.count()
 
         def make_job(ask: Ask) -> Job:
-            num = next(numbers)
-            return factory.make(num, ask.overrides, num)
+            job = factory.make(next(asked), ask.overrides, recorder.next_job)
+            recorder.next_job += job.previous is None
+            return job
 
         execution = execution or _ray(settings, task, config)
         _announce(execution, "jobs as they are asked", config)
-        Sweep(settings, execution, recorder, source, make_job, total=total).run()
+        _run(Sweep(settings, execution, recorder, source, make_job, total=total), config)
     finally:
         if execution is not None:
             execution.backend.close()
@@ -139,19 +143,30 @@ def _announce(execution: Execution, what: str, config: DictConfig) -> None:
     )
 
 
+def _run(sweep: Sweep, config: DictConfig) -> None:
+    try:
+        sweep.run()
+    except SystemExit:  # stopped by Ctrl-C or SIGTERM: the running jobs are recorded
+        log.error("hpsearch: %s", resume_hint(config))
+        raise
+
+
 def report_failures(config: DictConfig, recorder: Recorder) -> None:
     """The sweeper is about to raise the first failure: show the whole picture first (the
     end-of-sweep callback that prints it otherwise will not run)."""
     mode, columns = summary_options(config)
     rows = list(recorder.table.rows.values())
-    log.info("\n%s", leaderboard(rows, recorder.table.params, mode, columns=columns))
-    failed = len(unfinished(rows))
+    board = leaderboard(
+        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
+    )
+    log.info("\n%s", board)
     log.error(
         "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
-        "stderr.log); results in %s",
-        failed,
-        len(rows),
+        "stderr.log); results in %s\nhpsearch: %s",
+        len(unfinished(rows)),
+        len(rows) - len(superseded(rows)),
         recorder.table.path,
+        resume_hint(config),
     )
 
 

@@ -256,11 +256,12 @@ class Sweep:
                 left -= count
         return wanted
 
-    @staticmethod
-    def _claim_dir(job: Job) -> Path:
-        """The job's run dir, created now: named from its overrides (`name~2` if taken), or
+    def _claim_dir(self, job: Job) -> Path:
+        """The job's run dir, created now: named from its overrides (an earlier run's
+        unfinished attempt of its config moved out of the way, else `name~2` if taken), or
         where the user's hydra.sweep.subdir puts it."""
         if job.name:
+            self.recorder.free_run_dir(job, sweep_dir(job) / job.name)
             return sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
         path = run_dir(job)
         path.mkdir(parents=True, exist_ok=True)

@@ -74,19 +74,23 @@ class JobFactory:
         self.composer = Composer(config_loader, config)
 
     def make(self, index: int, overrides: Sequence[str], num: int) -> Job:
+        """The job at `index` of its batch (or the stream's), numbered `num` if it is new; one
+        that finished in an earlier run keeps that run's number (results.csv and the console
+        then agree)."""
         sweep_hydra = HydraConfig.instance().cfg  # put back below: the job's is set to resolve
         sweep_config = self.composer.compose(overrides)
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
-            sweep_config.hydra.job.num = num
-        HydraConfig.instance().set_config(sweep_config)  # lets ${hydra:...} resolve for it
         try:
+            _number(sweep_config, num)
+            digest = config_hash(sweep_config)
+            earlier = self.unused.get(digest)
+            previous = earlier.pop(0) if earlier else None
+            if previous is not None:  # resumed: results.csv and the console keep its number
+                num = int(previous["job"])
+                _number(sweep_config, num)
             name = run_dir_name(overrides, self.keys, num)
             _preflight(self.preflight, sweep_config, f"job {num} ({name})")
-            digest = config_hash(sweep_config)
         finally:
             HydraConfig.instance().cfg = sweep_hydra
-        earlier = self.unused.get(digest)
         return Job(
             index=index,
             num=num,
@@ -95,7 +99,7 @@ class JobFactory:
             config_hash=digest,
             params=swept_params(overrides, self.keys),
             name=name if self.name_runs else "",
-            previous=earlier.pop(0) if earlier else None,
+            previous=previous,
         )
 
 
@@ -108,10 +112,24 @@ def compose_jobs(
     finished: Mapping[str, Iterable[Mapping[str, str]]],
 ) -> list[Job]:
     """Every job of a batch, made and checked before any starts (a bad value anywhere stops
-    the sweep first); the keys that vary across the batch name them."""
+    the sweep first); the keys that vary across the batch name them. A resumed job keeps its
+    earlier row's number; the others are numbered on from `first_num`, in order, with no gaps
+    where resumed jobs are."""
     keys = varying_keys(job_overrides, swept_keys(config))
     factory = JobFactory(config, config_loader, preflight, keys, finished)
-    return [factory.make(i, o, first_num + i) for i, o in enumerate(job_overrides)]
+    jobs = []
+    for index, overrides in enumerate(job_overrides):
+        jobs.append(factory.make(index, overrides, first_num))
+        first_num += jobs[-1].previous is None
+    return jobs
+
+
+def _number(sweep_config: DictConfig, num: int) -> None:
+    """Make `num` the job's hydra.job.num (and id), and let ${hydra:...} resolve for it."""
+    with read_write(sweep_config.hydra), open_dict(sweep_config):  # set_config made it read-only
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
+        sweep_config.hydra.job.num = num
+    HydraConfig.instance().set_config(sweep_config)
 
 
 def sweep_dir(job: Job) -> Path:

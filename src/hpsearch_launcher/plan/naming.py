@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -88,17 +89,24 @@ def _fit(name: str) -> str:
     return f"{head}~{digest}"
 
 
+def suffixed(name: str) -> Iterator[str]:
+    """`name`, then `name~2`, `name~3`, ...: the names a taken run dir name gives way to."""
+    yield name
+    for n in itertools.count(2):
+        yield f"{name}~{n}"
+
+
 def claim_run_dir(sweep_dir: Path, name: str) -> str:
     """Create `sweep_dir/name` (or `name~2`, `name~3`, ... if taken) and return the name used.
 
     mkdir is atomic, so two jobs never share a directory, in this sweep or a resumed one.
     """
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    candidate, n = name, 1
+    names = suffixed(name)
     while True:
+        candidate = next(names)
         try:
             os.mkdir(sweep_dir / candidate)
             return candidate
         except FileExistsError:
-            n += 1
-            candidate = f"{name}~{n}"
+            pass

@@ -6,6 +6,7 @@ Pure text from results.csv rows; the end-of-sweep callback and reports print it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -47,22 +48,24 @@ def unfinished(rows: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
     return [r for r in rows if r.get(STATUS) not in (*FINAL, SUPERSEDED)]
 
 
+def superseded(rows: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
+    """Rows of earlier runs' unfinished attempts at jobs that a later run ran again."""
+    return [r for r in rows if r.get(STATUS) == SUPERSEDED]
+
+
 def leaderboard(
     rows: Sequence[Mapping[str, str]],
     params: Sequence[str],
     mode: str,
     top: int = 10,
     columns: Sequence[str] = (),
+    source: Path | None = None,
 ) -> str:
-    """A plain-text table of the `top` best runs, then every failure and its reason."""
+    """A plain-text table of the `top` best runs, then every failure and its reason; `source`,
+    the results.csv the rows are from, is named in the first line."""
     best = ranked(rows, mode)
-    failed = unfinished(rows)
     pruned = [r for r in rows if r.get(STATUS) == Status.PRUNED.value]
-    lines = [
-        f"Leaderboard ({mode} objective): {len(best)} finished, "
-        + (f"{len(pruned)} pruned, " if pruned else "")
-        + f"{len(failed)} failed or unfinished, {len(rows)} jobs"
-    ]
+    lines = [f"Leaderboard ({mode} objective): {counts(rows, source)}"]
     if best:
         header = ["rank", "objective", *params, *columns, "time_s", "run_dir"]
         table = [
@@ -77,13 +80,57 @@ def leaderboard(
             for i, r in enumerate(best[:top])
         ]
         lines += _align([header, *table])
-    for r in [*pruned, *failed]:
+    for r in [*pruned, *unfinished(rows)]:
         setting = ",".join(f"{p}={r.get(p, '')}" for p in params)
         lines.append(
             f"  {r.get(STATUS, '?').upper():<11} job {r.get('job', '?')} "
             f"{setting}: {r.get('error', '') or 'no reason recorded'}"
         )
     return "\n".join(lines)
+
+
+def study_note(
+    config: DictConfig, rows: Sequence[Mapping[str, str]], params: Sequence[str], mode: str
+) -> str | None:
+    """With Hydra's Optuna sweeper (one objective), which best is which: the "Best value" it
+    prints is its study's, over every run of the study (a sqlite study outlives the sweep
+    dir); the leaderboard's is this sweep dir's alone."""
+    if "optuna" not in str(OmegaConf.select(config, "hydra.sweeper._target_", default="")):
+        return None
+    direction = OmegaConf.select(config, "hydra.sweeper.direction", default=None)
+    if OmegaConf.is_list(direction) and len(direction) > 1:
+        return None  # Optuna prints its Pareto front instead of one best
+    best = ranked(rows, mode)
+    jobs = len(rows) - len(superseded(rows))
+    here = f"the best of this sweep dir's results.csv ({jobs} job{'' if jobs == 1 else 's'})"
+    if best:
+        setting = ",".join(f"{p}={best[0].get(p, '')}" for p in params)
+        here += f" is {objective(best[0]):.4f} ({setting}), the leaderboard's first row"
+    else:
+        here = "this sweep dir's results.csv has no finished job with an objective"
+    return (
+        "hpsearch: Optuna's \"Best value\" above is its study's best, over every trial the study "
+        f"holds (every run of the study); {here}"
+    )
+
+
+def counts(rows: Sequence[Mapping[str, str]], source: Path | None = None) -> str:
+    """What the rows hold, adding up: every job (one row each) finished or not; a superseded
+    row is an earlier run's attempt at a job that ran again, not a job of its own."""
+    finished = sum(r.get(STATUS) in DONE for r in rows)
+    pruned = sum(r.get(STATUS) == Status.PRUNED.value for r in rows)
+    failed = len(unfinished(rows))
+    attempts = len(superseded(rows))
+    text = f"{finished} finished, " + (f"{pruned} pruned, " if pruned else "")
+    text += f"{failed} failed or unfinished, {finished + pruned + failed} jobs"
+    if source is not None:
+        text += f" of this sweep dir ({source})"
+    unranked = finished - len(ranked(rows, "max"))
+    if unranked:
+        text += f"; {unranked} finished without a finite objective"
+    if attempts:
+        text += f"; {attempts} superseded (earlier attempts at jobs run again) not counted"
+    return text
 
 
 def _fmt(value: str, digits: int = 4) -> str:

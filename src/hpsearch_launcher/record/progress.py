@@ -44,12 +44,13 @@ class SweepState:
     def summary(self) -> str:
         running = sum(len(v) for v in self.running.values())
         eta = self.eta_s()
-        ended = self.done + self.failed + self.interrupted + self.resumed + self.pruned
+        # An interrupted job did not finish: it runs again when the sweep is resumed.
+        ended = self.done + self.failed + self.resumed + self.pruned
         interrupted = f", {self.interrupted} interrupted" if self.interrupted else ""
-        interrupted += f", {self.pruned} pruned" if self.pruned else ""
+        pruned = f", {self.pruned} pruned" if self.pruned else ""
         text = (
-            f"{ended}/{self.total} finished ({self.done} done, {self.failed} failed{interrupted}, "
-            f"{self.resumed} resumed), {running} running, {self.queued} "
+            f"{ended}/{self.total} finished ({self.done} done, {self.failed} failed{pruned}, "
+            f"{self.resumed} resumed){interrupted}, {running} running, {self.queued} "
             f"{'never started' if self.stopping else 'queued'}; elapsed "
             f"{_clock(time.monotonic() - self.started)}"
         )

@@ -7,6 +7,7 @@ without a return from the task).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -30,7 +31,10 @@ from .rows import (
     return_columns,
     stored_return,
 )
+from .superseded import move_aside
 from .table import ResultsTable
+
+log = logging.getLogger("hpsearch.launcher")
 
 
 class JobFailed(CompactHydraException):
@@ -47,6 +51,8 @@ class Recorder:
         self.table = table
         self.lock = lock  # the sweep dir, this sweep's while the records are kept
         self.first_new_job = first_new_job  # rows below it are from earlier runs of the sweep
+        # The number of this run's next job that is not resumed (a resumed job keeps its row's).
+        self.next_job = first_new_job
         self.notices = Notices()
         self.reused: set[int] = set()  # earlier rows already handed to a job of this run
 
@@ -73,6 +79,17 @@ class Recorder:
             row["status"] = Status.RESUMED.value
         self.table.put(row, job.params)
         return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
+
+    def free_run_dir(self, job: Job, path: Path) -> None:
+        """Before `job` claims `path`: move an earlier run's unfinished attempt of its config
+        out of it (into superseded/), so the re-run gets the plain name."""
+        try:
+            moved = move_aside(self.table, path, job.config_hash, self.first_new_job)
+        except OSError as err:  # the job still runs, in `name~2` as before
+            log.warning("hpsearch: could not move the earlier attempt in %s aside: %s", path, err)
+            return
+        if moved is not None:
+            log.info("job %d: the earlier unfinished attempt in %s is now %s", job.num, path, moved)
 
     def ended(
         self,

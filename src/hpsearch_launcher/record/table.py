@@ -130,6 +130,13 @@ class ResultsTable:
                 row["error"] = f"{row.get(STATUS)}: {row.get('error', '')}; re-run as job {by_job}"
                 row[STATUS] = SUPERSEDED
 
+    def relocate(self, nums: Iterable[int], run_dir: Path) -> None:
+        """Point these rows at `run_dir`, where their run dir was moved; written at once, so
+        the file never names a dir that holds another job's run."""
+        for num in nums:
+            self.rows[num]["run_dir"] = str(run_dir)
+        self.save()
+
     def save(self) -> None:
         columns = ["job", *self.params, STATUS, *self.values, *TAIL]
         text = io.StringIO()
