@@ -3,7 +3,7 @@
 - parallel coordinates: one line per run over every swept parameter and the objective, coloured
   by objective, the best run(s) outlined, failed runs dashed red and stopping before the
   objective axis;
-- a 2-D scatter of two numeric parameters, coloured by objective;
+- (the 2-D scatter of two numeric parameters is in `report_scatter`);
 - a marginal panel per parameter: the objective against its values, failures as red crosses.
 """
 
@@ -104,7 +104,9 @@ def _style_parallel(ax: Axes, axes: Sequence[Axis]) -> None:
                 va="center",
                 fontsize="small",
                 zorder=5,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75},
+                # Opaque, over the lines: a run's line (the best one's, thick) ends at its own
+                # value's label, and would cross it out.
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
             )
     names = [f"{a.label}\n(log)" if a.log else a.label for a in axes]
     ax.set_xticks(range(len(axes)), names)
@@ -114,44 +116,6 @@ def _style_parallel(ax: Axes, axes: Sequence[Axis]) -> None:
     for spine in ax.spines.values():
         spine.set_visible(False)
     ax.tick_params(axis="x", length=0)
-
-
-def draw_scatter(fig: Figure, ax: Axes, pair: tuple[Axis, Axis], sweep: Sweep) -> None:
-    """Parameter against parameter, each run a dot coloured by its objective."""
-    x, y = pair
-    cmap, norm = objective_colours(sweep)
-    order = sorted(sweep.finished, key=lambda i: sweep.scores[i], reverse=sweep.mode == "min")
-    dots = ax.scatter(
-        [x.positions[i] for i in order],
-        [y.positions[i] for i in order],
-        c=[sweep.scores[i] for i in order],
-        cmap=cmap,
-        norm=norm,
-        s=60,
-        edgecolors="0.3",
-        linewidths=0.5,
-        zorder=2,
-        gid="runs",
-    )
-    best = sweep.best()
-    _stars(ax, [x.positions[i] for i in best], [y.positions[i] for i in best])
-    if sweep.failed:
-        ax.scatter(
-            [x.positions[i] for i in sweep.failed],
-            [y.positions[i] for i in sweep.failed],
-            marker="x",
-            s=45,
-            linewidths=1.8,
-            color=FAILED,
-            label="failed",
-            zorder=3,
-        )
-    _style_numeric(ax, x, "x")
-    _style_numeric(ax, y, "y")
-    ax.set_ylabel(y.label)
-    ax.grid(True, alpha=0.3, linestyle=":")
-    ax.set_title(f"{x.label} \N{MULTIPLICATION SIGN} {y.label}", fontsize="medium")
-    fig.colorbar(dots, ax=ax, label=sweep.metric, pad=0.01)
 
 
 def draw_marginal(ax: Axes, x: Axis, sweep: Sweep, ylim: tuple[float, float]) -> None:
@@ -180,12 +144,12 @@ def draw_marginal(ax: Axes, x: Axis, sweep: Sweep, ylim: tuple[float, float]) ->
         ax.set_xticks(x.ticks, x.tick_labels)
         ax.set_xlim(-0.5, len(x.categories) - 0.5)
     else:
-        _style_numeric(ax, x, "x")
+        style_numeric(ax, x, "x")
     _rotate_if_crowded(ax, x.tick_labels)
     ax.set_xlabel(x.label)
     ax.grid(True, alpha=0.3, linestyle=":")
     best = sweep.best()
-    _stars(ax, [positions[i] for i in best], [sweep.scores[i] for i in best])
+    stars(ax, [positions[i] for i in best], [sweep.scores[i] for i in best])
     _label_best(ax, positions[best[0]], sweep.scores[best[0]], len(best), sweep.mode)
 
 
@@ -197,7 +161,8 @@ def y_limits(sweep: Sweep) -> tuple[float, float]:
     return (low - 0.22 * span, high + 0.18 * span)
 
 
-def _stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
+def stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
+    """The best runs' stars, unclipped: one at the frame's edge is drawn whole."""
     ax.scatter(
         xs,
         ys,
@@ -207,6 +172,7 @@ def _stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
         edgecolors="black",
         linewidths=0.8,
         label="best",
+        clip_on=False,
         zorder=4,
     )
 
@@ -260,7 +226,7 @@ def _label_best(ax: Axes, x: float, y: float, ties: int, mode: str) -> None:
     )
 
 
-def _style_numeric(ax: Axes, axis: Axis, which: str) -> None:
+def style_numeric(ax: Axes, axis: Axis, which: str) -> None:
     """The axis' own ticks and short labels; matplotlib's minor labels would crowd them."""
     scale = ax.set_xscale if which == "x" else ax.set_yscale
     ticks = ax.set_xticks if which == "x" else ax.set_yticks

@@ -4,7 +4,7 @@ table = ResultsTable.load(sweep_dir)   # results.csv, checked
 print(leaderboard(list(table.rows.values()), table.params, "max"))
 """
 
-from .outcome import DONE
+from .outcome import DONE, SUPERSEDED
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.rows import finite
 from .record.table import FILENAME, STATUS, ResultsFileError, ResultsTable
@@ -13,6 +13,7 @@ __all__ = [
     "DONE",
     "FILENAME",
     "STATUS",
+    "SUPERSEDED",
     "ResultsFileError",
     "ResultsTable",
     "finite",

@@ -54,7 +54,8 @@ def leaderboard(
     top: int = 10,
     columns: Sequence[str] = (),
 ) -> str:
-    """A plain-text table of the `top` best runs, then every failure and its reason."""
+    """A plain-text table of the `top` best runs (and how many more), then every failure and
+    its reason."""
     best = ranked(rows, mode)
     failed = unfinished(rows)
     pruned = [r for r in rows if r.get(STATUS) == Status.PRUNED.value]
@@ -77,6 +78,8 @@ def leaderboard(
             for i, r in enumerate(best[:top])
         ]
         lines += _align([header, *table])
+        if len(best) > top:
+            lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(best) - top} more finished runs")
     for r in [*pruned, *failed]:
         setting = ",".join(f"{p}={r.get(p, '')}" for p in params)
         lines.append(
