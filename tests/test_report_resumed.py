@@ -206,3 +206,22 @@ def test_a_cut_leaderboard_says_how_many_more(tmp_path: Path, top: int, more: st
     assert len(ranks) == min(top, 12)
     tail = [ln for ln in text.splitlines() if "more" in ln]
     assert tail == ([] if more is None else [f"  \N{HORIZONTAL ELLIPSIS} {more} finished runs"])
+
+
+def test_pruned_runs_are_drawn_apart_not_as_failures(tmp_path: Path) -> None:
+    """The leaderboard says `N pruned, 0 failed`: a run the pruner stopped early did not fail."""
+    sweep_dir = grid_sweep(tmp_path / "sweep")
+    table = ResultsTable.load(sweep_dir)
+    for job in (9, 10, 11):
+        row = table.rows[job] | {"status": "pruned", "objective": "", "last_value": "0.2"}
+        table.put(row, {p: row[p] for p in table.params})
+    sweep = load_sweep(sweep_dir)
+    fig = build_figure(sweep)
+
+    assert sweep.failed == [] and len(sweep.pruned) == 3
+    assert fig.get_suptitle().startswith("sweep: 12 runs (3 pruned), best val_accuracy=0.58")
+    assert not [c for ax in fig.axes for c in ax.collections if c.get_label() == "failed"]
+    (pruned,) = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "pruned"]
+    assert len(pruned.get_segments()) == 3
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts]
+    assert "pruned (3)" in labels and not [x for x in labels if x.startswith("failed")]

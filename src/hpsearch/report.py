@@ -12,8 +12,9 @@ more, and every failure with its reason. The figure (default SWEEP_DIR/report.pn
 parallel coordinates of every run (two or more swept parameters), one panel per parameter (the
 objective against its values) and a scatter of the two numeric parameters with the most
 values coloured by objective. The best run(s) -- every run tied for best -- are marked; failed
-or unfinished jobs are drawn in red. Superseded rows (an earlier run's unfinished job that a
-later run ran again) are history: counted in the title apart, not drawn.
+or unfinished jobs are drawn in red, pruned ones (stopped early by the sweep) in grey.
+Superseded rows (an earlier run's unfinished job that a later run ran again) are history:
+counted in the title apart, not drawn.
 """
 
 from __future__ import annotations
@@ -247,11 +248,13 @@ def _title(sweep: Sweep) -> str:
     history = len(sweep.superseded)
     # Superseded rows are earlier tries of jobs that ran again: neither runs nor failures.
     note = f"; {history} superseded by a later run, not drawn" if history else ""
+    pruned = f" ({len(sweep.pruned)} pruned)" if sweep.pruned else ""
+    runs = f"{sweep.name}: {len(sweep.rows)} runs{pruned}"
     if not best:
-        return f"{sweep.name}: {len(sweep.rows)} runs, none finished{note}"
+        return f"{runs}, none finished{note}"
     ties = f" ({len(best)} runs)" if len(best) > 1 else ""
     score = sweep.scores[best[0]]
-    return f"{sweep.name}: {len(sweep.rows)} runs, best {sweep.metric}={score:.4g}{ties}{note}"
+    return f"{runs}, best {sweep.metric}={score:.4g}{ties}{note}"
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from matplotlib.ticker import LogLocator, MaxNLocator
 
+from hpsearch_launcher.results import PRUNED
+
 LOG_SPAN = 20.0  # positive values spanning more than this factor get a log axis
 MAX_TICKS = 6  # ticks per axis at most: Optuna's floats must not crowd an axis with labels
 MIN_TICK_GAP = 0.12  # the least distance between two ticks, as a fraction of the axis
@@ -43,7 +45,14 @@ class Sweep:
 
     @property
     def failed(self) -> list[int]:
-        return [i for i, s in enumerate(self.scores) if math.isnan(s)]
+        """Rows without an objective: failed or unfinished, but not pruned."""
+        pruned = set(self.pruned)
+        return [i for i, s in enumerate(self.scores) if math.isnan(s) and i not in pruned]
+
+    @property
+    def pruned(self) -> list[int]:
+        """Rows the sweep's pruner stopped early: they ended, they did not fail."""
+        return [i for i, r in enumerate(self.rows) if r.get("status") == PRUNED]
 
     def best(self) -> list[int]:
         """Every finished row whose objective is the best one: ties are all the best."""

@@ -1,8 +1,8 @@
 """The report's panels, drawn onto given matplotlib axes from what `report_axes` computed.
 
 - parallel coordinates: one line per run over every swept parameter and the objective, coloured
-  by objective, the best run(s) outlined, failed runs dashed red and stopping before the
-  objective axis;
+  by objective, the best run(s) outlined, failed runs dashed red (pruned ones dotted grey)
+  and stopping before the objective axis;
 - (the 2-D scatter of two numeric parameters is in `report_scatter`);
 - a marginal panel per parameter: the objective against its values, failures as red crosses.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 from matplotlib import colormaps
@@ -26,6 +27,7 @@ from hpsearch.report_axes import Axis, Sweep, numeric_axis, parallel_lines
 
 JITTER = 0.08  # half-width of the horizontal jitter on categorical axes, in category units
 FAILED = "tab:red"
+PRUNED_COLOUR = "0.45"  # grey: stopped early by the pruner, not a failure
 MAX_LISTED_FAILURES = 8  # the all-failed figure lists this many reasons, then counts the rest
 
 
@@ -67,17 +69,9 @@ def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -
     outline = [pe.withStroke(linewidth=5, foreground="black")]
     handles = [Line2D([], [], color="gold", linewidth=2.6, path_effects=outline, label="best")]
     if sweep.failed:
-        failed = LineCollection(
-            parallel_lines(axes, sweep.failed),
-            colors=FAILED,
-            linestyles="--",
-            linewidths=1.2,
-            alpha=0.7,
-            gid="failed",
-            label=f"failed ({len(sweep.failed)})",
-        )
-        ax.add_collection(failed)
-        handles.append(Line2D([], [], color=FAILED, linestyle="--", label=failed.get_label()))
+        handles.append(_unscored(ax, axes, sweep.failed, "failed", FAILED, "--"))
+    if sweep.pruned:
+        handles.append(_unscored(ax, axes, sweep.pruned, "pruned", PRUNED_COLOUR, ":"))
     _style_parallel(ax, axes)
     ax.legend(
         handles=handles,
@@ -89,6 +83,29 @@ def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -
     )
     ax.set_title("one line per run", loc="left", fontsize="medium")
     fig.colorbar(runs, ax=ax, label=sweep.metric, pad=0.01, fraction=0.03)
+
+
+def _unscored(
+    ax: Axes,
+    axes: Sequence[Axis],
+    rows: list[int],
+    name: str,
+    colour: str,
+    style: Literal["--", ":"],
+) -> Line2D:
+    """Lines of runs without an objective (they stop before its axis); their legend entry."""
+    label = f"{name} ({len(rows)})"
+    lines = LineCollection(
+        parallel_lines(axes, rows),
+        colors=colour,
+        linestyles=style,
+        linewidths=1.2,
+        alpha=0.7,
+        gid=name,
+        label=label,
+    )
+    ax.add_collection(lines)
+    return Line2D([], [], color=colour, linestyle=style, label=label)
 
 
 def _style_parallel(ax: Axes, axes: Sequence[Axis]) -> None:
@@ -253,7 +270,8 @@ def _rotate_if_crowded(ax: Axes, labels: Sequence[str]) -> None:
 def draw_no_finished(ax: Axes, sweep: Sweep) -> None:
     """Instead of panels with nothing on them: say so, and list why the runs failed."""
     ax.set_axis_off()
-    headline = f"no finished run: {len(sweep.failed)} failed"
+    pruned = f", {len(sweep.pruned)} pruned" if sweep.pruned else ""
+    headline = f"no finished run: {len(sweep.failed)} failed{pruned}"
     ax.text(0.5, 1.0, headline, ha="center", va="top", fontsize="x-large", color=FAILED)
     reasons = []
     for i in sweep.failed[:MAX_LISTED_FAILURES]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .outcome import DONE, SUPERSEDED
+from .outcome import DONE, SUPERSEDED, Status
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.rows import finite
 from .record.table import FILENAME, STATUS, TAIL, ResultsFileError, ResultsTable
@@ -18,6 +18,7 @@ from .record.table import FILENAME, STATUS, TAIL, ResultsFileError, ResultsTable
 __all__ = [
     "DONE",
     "FILENAME",
+    "PRUNED",
     "STATUS",
     "SUPERSEDED",
     "ResultsFileError",
@@ -31,6 +32,7 @@ __all__ = [
     "unfinished",
 ]
 
+PRUNED = Status.PRUNED.value
 INTEGERS = ("job", "attempts")
 NUMBERS = ("wall_time_s",)  # with every value column (what jobs returned, metrics.json's)
 
