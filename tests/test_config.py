@@ -77,6 +77,14 @@ def test_help_says_what_hpsearch_is_and_its_launcher_settings() -> None:
     assert "Traceback" not in done.stdout + done.stderr
 
 
+def test_help_install_hints_work_from_a_wheel_install() -> None:
+    """`pip install ".[ray]"` works only in a checkout; a wheel user needs the package's name."""
+    help_text = (Path(CONFIG_DIR) / "hydra" / "help" / "hpsearch.yaml").read_text()
+    targets = re.findall(r"pip install\s+(\S+)", help_text)
+    assert targets
+    assert all(re.fullmatch(r"['\"]?hpsearch\[[a-z,]+\]['\"]?\)?", t) for t in targets), targets
+
+
 @pytest.mark.parametrize(
     ("output_dir", "cwd", "line"),
     [

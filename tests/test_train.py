@@ -109,3 +109,27 @@ def test_a_gpu_job_without_a_visible_gpu_fails_loudly(train_cfg, monkeypatch) ->
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # what the test is about: no GPU visible
     with pytest.raises(ConfigError, match="the launcher gave this job GPU 3, but TensorFlow sees"):
         run(train_cfg("device=auto"), datasets=tiny())
+
+
+def test_train_metrics_are_the_trained_model_on_the_training_set(train_cfg, tmp_path: Path) -> None:
+    """Not Keras' running average over the last epoch (dropout on, weights still moving),
+    which with epochs=1 sits far below val_accuracy: the model evaluated as val and test are."""
+    import keras
+
+    data = tiny()
+    cfg = train_cfg("epochs=1", "save_model=true", "model.dropout=0.5")
+    record = run(cfg, datasets=data, output_dir=tmp_path)
+    model = keras.models.load_model(tmp_path / "model.keras")
+    train = model.evaluate(data.x_train, data.y_train, verbose=0, return_dict=True)
+    assert record["final"]["train_loss"] == pytest.approx(train["loss"], rel=1e-5)
+    assert record["final"]["train_accuracy"] == pytest.approx(train["accuracy"], rel=1e-5)
+    assert record["history"][-1]["loss"] != pytest.approx(train["loss"], rel=1e-3)
+
+
+def test_metrics_json_names_its_time_for_what_it_measures(train_cfg, tmp_path: Path) -> None:
+    """results.csv's wall_time_s is the job's whole life (process start-up, Hydra, imports);
+    metrics.json's own time is the training's alone, and says so."""
+    run(train_cfg("epochs=1"), datasets=tiny(), output_dir=tmp_path)
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert "wall_time_s" not in record
+    assert 0 < record["train_time_s"] < 300

@@ -5,12 +5,16 @@ Usage:
     python -m hpsearch.report SWEEP_DIR [--top N] [--plot PATH]
 
 SWEEP_DIR is the directory a sweep with the hpsearch launcher wrote: it holds results.csv and
-Hydra's multirun.yaml (which gives the objective's metric and mode; without it, higher is
-better). The leaderboard lists the N best runs (default 10) and every failure with its reason.
-The figure (default SWEEP_DIR/report.png) has parallel coordinates of every run (two or more
-swept parameters), a scatter of the two numeric parameters with the most values coloured by
-objective, and one panel per parameter: the objective against its values. The best run(s) --
-every run tied for best -- are marked; failed or unfinished jobs are drawn in red.
+Hydra's multirun.yaml, which gives the objective's metric and mode and the leaderboard's extra
+columns (Optuna's sweeper writes none: then a run dir's .hydra/ does; without either, higher
+is better). The leaderboard is the end-of-sweep one: the N best runs (default 10), how many
+more, and every failure with its reason. The figure (default SWEEP_DIR/report.png) has
+parallel coordinates of every run (two or more swept parameters), one panel per parameter (the
+objective against its values) and a scatter of the two numeric parameters with the most
+values coloured by objective. The best run(s) -- every run tied for best -- are marked; failed
+or unfinished jobs are drawn in red, pruned ones (stopped early by the sweep) in grey.
+Superseded rows (an earlier run's unfinished job that a later run ran again) are history:
+counted in the title apart, not drawn.
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ from hpsearch.report_panels import (
     draw_marginal,
     draw_no_finished,
     draw_parallel,
-    draw_scatter,
     y_limits,
 )
+from hpsearch.report_scatter import draw_scatter
 from hpsearch_launcher.results import (
     DONE,
     FILENAME,
+    SUPERSEDED,
     ResultsFileError,
     ResultsTable,
     leaderboard,
@@ -67,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as e:
         print(f"hpsearch.report: {e}", file=sys.stderr)
         return 2
-    print(leaderboard(sweep.rows, sweep.params, sweep.mode, args.top))
+    rows = [*sweep.rows, *sweep.superseded]
+    print(leaderboard(rows, sweep.params, sweep.mode, args.top, sweep.columns))
     path = Path(args.plot) if args.plot else sweep_dir / PLOT_NAME
     write_plot(sweep, path)
     print(f"plot: {path}")
@@ -124,9 +130,10 @@ def load_sweep(sweep_dir: Path) -> Sweep:
             f"{table.path} has no rows: no job of the sweep has ended yet; "
             "rerun the report when one has"
         )
-    cfg = _multirun_config(sweep_dir)
+    every = list(table.rows.values())
+    cfg = _multirun_config(sweep_dir) or _run_config(sweep_dir, every)
     metric = OmegaConf.select(cfg, "objective.metric", default=None) if cfg else None
-    rows = list(table.rows.values())
+    rows = [r for r in every if r.get("status") != SUPERSEDED]
     return Sweep(
         name=sweep_dir.resolve().name,
         rows=rows,
@@ -134,6 +141,8 @@ def load_sweep(sweep_dir: Path) -> Sweep:
         mode=objective_mode(cfg),
         metric=str(metric) if metric else "objective",
         scores=[_score(r) if r.get("status") in DONE else math.nan for r in rows],
+        columns=summary_options(cfg)[1],
+        superseded=[r for r in every if r.get("status") == SUPERSEDED],
     )
 
 
@@ -150,8 +159,26 @@ def _score(row: dict[str, str]) -> float:
 
 def _multirun_config(sweep_dir: Path) -> DictConfig | None:
     path = sweep_dir / "multirun.yaml"
-    if not path.is_file():
-        return None
+    return _load_yaml(path) if path.is_file() else None
+
+
+def _run_config(sweep_dir: Path, rows: list[dict[str, str]]) -> DictConfig | None:
+    """A job's config and Hydra config, from its run dir's .hydra/: what a sweeper that writes
+    no multirun.yaml (Optuna's) leaves of the sweep's objective and summary settings."""
+    for row in rows:
+        run_dir = Path(row.get("run_dir", ""))
+        if not run_dir.name:
+            continue
+        # A relative run dir is relative to where the sweep ran: look in the sweep dir too.
+        for hydra_dir in (run_dir / ".hydra", sweep_dir / run_dir.name / ".hydra"):
+            if (hydra_dir / "config.yaml").is_file():
+                paths = [hydra_dir / "config.yaml", hydra_dir / "hydra.yaml"]
+                merged = OmegaConf.merge(*[_load_yaml(p) or {} for p in paths if p.is_file()])
+                return merged if isinstance(merged, DictConfig) else None
+    return None
+
+
+def _load_yaml(path: Path) -> DictConfig | None:
     try:
         cfg = OmegaConf.load(path)
     except (OSError, yaml.YAMLError) as e:
@@ -171,9 +198,10 @@ def write_plot(sweep: Sweep, path: Path) -> Path:
 
 
 def build_figure(sweep: Sweep) -> Figure:
-    """Parallel coordinates over the top (two or more params), then the 2-D scatter of two
-    numeric params (when there are two) and one marginal panel per param (by job number when
-    nothing was swept); a sweep with no finished run gets the failures' reasons instead."""
+    """Parallel coordinates over the top (two or more params), then one marginal panel per
+    param (by job number when nothing was swept) and, last, the 2-D scatter of two numeric
+    params (when there are two): its colour bar then has no panel to its right whose axis
+    label would run into its own. A sweep with no finished run gets the failures' reasons."""
     if not sweep.finished:
         listed = min(len(sweep.failed), MAX_LISTED_FAILURES) + 1
         fig, ax = plt.subplots(figsize=(10, 1.1 + 0.16 * listed), layout="constrained")
@@ -193,7 +221,7 @@ def build_figure(sweep: Sweep) -> Figure:
         draw_parallel(fig, fig.add_subplot(grid[0, :]), axes, sweep)
     slots = [grid[parallel + k // ncols, k % ncols] for k in range(panels)]
     if pair is not None:
-        draw_scatter(fig, fig.add_subplot(slots.pop(0)), pair, sweep)
+        draw_scatter(fig, fig.add_subplot(slots.pop()), pair, axes, sweep)
     ylim = y_limits(sweep)
     first: Axes | None = None
     for axis, slot in zip(axes, slots, strict=True):
@@ -217,11 +245,16 @@ def _param_axes(sweep: Sweep) -> list[Axis]:
 
 def _title(sweep: Sweep) -> str:
     best = sweep.best()
+    history = len(sweep.superseded)
+    # Superseded rows are earlier tries of jobs that ran again: neither runs nor failures.
+    note = f"; {history} superseded by a later run, not drawn" if history else ""
+    pruned = f" ({len(sweep.pruned)} pruned)" if sweep.pruned else ""
+    runs = f"{sweep.name}: {len(sweep.rows)} runs{pruned}"
     if not best:
-        return f"{sweep.name}: {len(sweep.rows)} runs, none finished"
+        return f"{runs}, none finished{note}"
     ties = f" ({len(best)} runs)" if len(best) > 1 else ""
     score = sweep.scores[best[0]]
-    return f"{sweep.name}: {len(sweep.rows)} runs, best {sweep.metric}={score:.4g}{ties}"
+    return f"{runs}, best {sweep.metric}={score:.4g}{ties}{note}"
 
 
 if __name__ == "__main__":

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from matplotlib.ticker import LogLocator, MaxNLocator
+
+from hpsearch_launcher.results import PRUNED
 
 LOG_SPAN = 20.0  # positive values spanning more than this factor get a log axis
 MAX_TICKS = 6  # ticks per axis at most: Optuna's floats must not crowd an axis with labels
 MIN_TICK_GAP = 0.12  # the least distance between two ticks, as a fraction of the axis
 MAX_CATEGORY_CHARS = 14  # longer category names are cut, so labels stay beside their axis
+# The 2-D panel: runs at one spot are set this far apart (as a fraction of the x axis), over
+# at most SPREAD of it, and each value of a third parameter gets one of MARKERS.
+DODGE = 0.07
+SPREAD = 0.2
+MARKERS = "osD^vP"
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,9 @@ class Sweep:
     mode: str  # "max" or "min"
     metric: str
     scores: list[float]  # per row: its objective if it finished, else NaN
+    columns: list[str] = field(default_factory=list)  # the leaderboard's, beside the objective
+    # Rows of an earlier run's unfinished jobs that a later run ran again: history, not runs.
+    superseded: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def finished(self) -> list[int]:
@@ -35,7 +45,14 @@ class Sweep:
 
     @property
     def failed(self) -> list[int]:
-        return [i for i, s in enumerate(self.scores) if math.isnan(s)]
+        """Rows without an objective: failed or unfinished, but not pruned."""
+        pruned = set(self.pruned)
+        return [i for i, s in enumerate(self.scores) if math.isnan(s) and i not in pruned]
+
+    @property
+    def pruned(self) -> list[int]:
+        """Rows the sweep's pruner stopped early: they ended, they did not fail."""
+        return [i for i, r in enumerate(self.rows) if r.get("status") == PRUNED]
 
     def best(self) -> list[int]:
         """Every finished row whose objective is the best one: ties are all the best."""
@@ -69,9 +86,13 @@ class Axis:
         """Where `value` sits between the axis' lowest and highest value, from 0 to 1."""
         if self.categories:
             return value / (len(self.categories) - 1) if len(self.categories) > 1 else 0.5
-        known = [p for p in self.positions if not math.isnan(p)]
-        low, high = _scaled(min(known), self.log), _scaled(max(known), self.log)
+        low, high = self.scaled_range()
         return (_scaled(value, self.log) - low) / (high - low) if high > low else 0.5
+
+    def scaled_range(self) -> tuple[float, float]:
+        """The lowest and highest value, in log10 on a log axis."""
+        known = [p for p in self.positions if not math.isnan(p)]
+        return _scaled(min(known), self.log), _scaled(max(known), self.log)
 
 
 def param_axis(label: str, values: Sequence[str], allow_log: bool = True) -> Axis:
@@ -144,6 +165,46 @@ def scatter_pair(axes: Sequence[Axis]) -> tuple[Axis, Axis] | None:
     return (first, second) if axes.index(first) < axes.index(second) else (second, first)
 
 
+def marker_axis(axes: Sequence[Axis], pair: tuple[Axis, Axis]) -> Axis | None:
+    """The parameter whose values get a marker shape each on the 2-D panel, so that runs
+    differing only in it are told apart: the first one not plotted with 2 to len(MARKERS)
+    values, a categorical one first; None when there is none."""
+    rest = [a for a in axes if all(a is not p for p in pair) and 2 <= a.distinct <= len(MARKERS)]
+    return sorted(rest, key=lambda a: a.numeric)[0] if rest else None
+
+
+def value_names(axis: Axis) -> tuple[list[str], list[int]]:
+    """The axis' distinct values by name, and each row's index among them."""
+    values = sorted(set(axis.positions))
+    names = axis.categories or [tick_label(v) for v in values]
+    return names, [values.index(p) for p in axis.positions]
+
+
+def dodged(x: Axis, y: Axis, rows: Sequence[int]) -> list[float]:
+    """The x position of each of `rows` on the 2-D panel: runs at one (x, y) spot (a grid's
+    runs that differ only in a third parameter) are set side by side, in the order given, so
+    that none hides another."""
+    spots: dict[tuple[float, float], list[int]] = {}
+    for row in rows:
+        spots.setdefault((x.positions[row], y.positions[row]), []).append(row)
+    low, high = x.scaled_range()
+    shifted: dict[int, float] = {}
+    for (position, _), group in spots.items():
+        step = min(DODGE, SPREAD / max(len(group) - 1, 1)) * (high - low)
+        for k, row in enumerate(group):
+            offset = (k - (len(group) - 1) / 2) * step
+            shifted[row] = _unscaled(_scaled(position, x.log) + offset, x.log)
+    return [shifted[row] for row in rows]
+
+
+def padded_limits(axis: Axis, pad: float) -> tuple[float, float]:
+    """The axis' range widened by `pad` of it on each side (in log10 on a log axis): markers
+    at the lowest and highest value stay inside the frame."""
+    low, high = axis.scaled_range()
+    margin = pad * ((high - low) or 1.0)
+    return _unscaled(low - margin, axis.log), _unscaled(high + margin, axis.log)
+
+
 def parallel_lines(axes: Sequence[Axis], rows: Sequence[int]) -> list[list[tuple[float, float]]]:
     """Each row's polyline over the axes, as (axis number, 0..1) points; a row with no value on
     an axis (a failed run's objective) stops before it."""
@@ -174,6 +235,10 @@ def _natural_key(value: str) -> tuple[int, float, str]:
 
 def _scaled(value: float, log: bool) -> float:
     return math.log10(value) if log else value
+
+
+def _unscaled(value: float, log: bool) -> float:
+    return 10**value if log else value
 
 
 def _shorten(name: str) -> str:

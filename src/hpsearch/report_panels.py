@@ -1,9 +1,9 @@
 """The report's panels, drawn onto given matplotlib axes from what `report_axes` computed.
 
 - parallel coordinates: one line per run over every swept parameter and the objective, coloured
-  by objective, the best run(s) outlined, failed runs dashed red and stopping before the
-  objective axis;
-- a 2-D scatter of two numeric parameters, coloured by objective;
+  by objective, the best run(s) outlined, failed runs dashed red (pruned ones dotted grey)
+  and stopping before the objective axis;
+- (the 2-D scatter of two numeric parameters is in `report_scatter`);
 - a marginal panel per parameter: the objective against its values, failures as red crosses.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 from matplotlib import colormaps
@@ -26,6 +27,7 @@ from hpsearch.report_axes import Axis, Sweep, numeric_axis, parallel_lines
 
 JITTER = 0.08  # half-width of the horizontal jitter on categorical axes, in category units
 FAILED = "tab:red"
+PRUNED_COLOUR = "0.45"  # grey: stopped early by the pruner, not a failure
 MAX_LISTED_FAILURES = 8  # the all-failed figure lists this many reasons, then counts the rest
 
 
@@ -67,17 +69,9 @@ def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -
     outline = [pe.withStroke(linewidth=5, foreground="black")]
     handles = [Line2D([], [], color="gold", linewidth=2.6, path_effects=outline, label="best")]
     if sweep.failed:
-        failed = LineCollection(
-            parallel_lines(axes, sweep.failed),
-            colors=FAILED,
-            linestyles="--",
-            linewidths=1.2,
-            alpha=0.7,
-            gid="failed",
-            label=f"failed ({len(sweep.failed)})",
-        )
-        ax.add_collection(failed)
-        handles.append(Line2D([], [], color=FAILED, linestyle="--", label=failed.get_label()))
+        handles.append(_unscored(ax, axes, sweep.failed, "failed", FAILED, "--"))
+    if sweep.pruned:
+        handles.append(_unscored(ax, axes, sweep.pruned, "pruned", PRUNED_COLOUR, ":"))
     _style_parallel(ax, axes)
     ax.legend(
         handles=handles,
@@ -89,6 +83,29 @@ def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -
     )
     ax.set_title("one line per run", loc="left", fontsize="medium")
     fig.colorbar(runs, ax=ax, label=sweep.metric, pad=0.01, fraction=0.03)
+
+
+def _unscored(
+    ax: Axes,
+    axes: Sequence[Axis],
+    rows: list[int],
+    name: str,
+    colour: str,
+    style: Literal["--", ":"],
+) -> Line2D:
+    """Lines of runs without an objective (they stop before its axis); their legend entry."""
+    label = f"{name} ({len(rows)})"
+    lines = LineCollection(
+        parallel_lines(axes, rows),
+        colors=colour,
+        linestyles=style,
+        linewidths=1.2,
+        alpha=0.7,
+        gid=name,
+        label=label,
+    )
+    ax.add_collection(lines)
+    return Line2D([], [], color=colour, linestyle=style, label=label)
 
 
 def _style_parallel(ax: Axes, axes: Sequence[Axis]) -> None:
@@ -104,7 +121,9 @@ def _style_parallel(ax: Axes, axes: Sequence[Axis]) -> None:
                 va="center",
                 fontsize="small",
                 zorder=5,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75},
+                # Opaque, over the lines: a run's line (the best one's, thick) ends at its own
+                # value's label, and would cross it out.
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
             )
     names = [f"{a.label}\n(log)" if a.log else a.label for a in axes]
     ax.set_xticks(range(len(axes)), names)
@@ -114,44 +133,6 @@ def _style_parallel(ax: Axes, axes: Sequence[Axis]) -> None:
     for spine in ax.spines.values():
         spine.set_visible(False)
     ax.tick_params(axis="x", length=0)
-
-
-def draw_scatter(fig: Figure, ax: Axes, pair: tuple[Axis, Axis], sweep: Sweep) -> None:
-    """Parameter against parameter, each run a dot coloured by its objective."""
-    x, y = pair
-    cmap, norm = objective_colours(sweep)
-    order = sorted(sweep.finished, key=lambda i: sweep.scores[i], reverse=sweep.mode == "min")
-    dots = ax.scatter(
-        [x.positions[i] for i in order],
-        [y.positions[i] for i in order],
-        c=[sweep.scores[i] for i in order],
-        cmap=cmap,
-        norm=norm,
-        s=60,
-        edgecolors="0.3",
-        linewidths=0.5,
-        zorder=2,
-        gid="runs",
-    )
-    best = sweep.best()
-    _stars(ax, [x.positions[i] for i in best], [y.positions[i] for i in best])
-    if sweep.failed:
-        ax.scatter(
-            [x.positions[i] for i in sweep.failed],
-            [y.positions[i] for i in sweep.failed],
-            marker="x",
-            s=45,
-            linewidths=1.8,
-            color=FAILED,
-            label="failed",
-            zorder=3,
-        )
-    _style_numeric(ax, x, "x")
-    _style_numeric(ax, y, "y")
-    ax.set_ylabel(y.label)
-    ax.grid(True, alpha=0.3, linestyle=":")
-    ax.set_title(f"{x.label} \N{MULTIPLICATION SIGN} {y.label}", fontsize="medium")
-    fig.colorbar(dots, ax=ax, label=sweep.metric, pad=0.01)
 
 
 def draw_marginal(ax: Axes, x: Axis, sweep: Sweep, ylim: tuple[float, float]) -> None:
@@ -180,12 +161,12 @@ def draw_marginal(ax: Axes, x: Axis, sweep: Sweep, ylim: tuple[float, float]) ->
         ax.set_xticks(x.ticks, x.tick_labels)
         ax.set_xlim(-0.5, len(x.categories) - 0.5)
     else:
-        _style_numeric(ax, x, "x")
+        style_numeric(ax, x, "x")
     _rotate_if_crowded(ax, x.tick_labels)
     ax.set_xlabel(x.label)
     ax.grid(True, alpha=0.3, linestyle=":")
     best = sweep.best()
-    _stars(ax, [positions[i] for i in best], [sweep.scores[i] for i in best])
+    stars(ax, [positions[i] for i in best], [sweep.scores[i] for i in best])
     _label_best(ax, positions[best[0]], sweep.scores[best[0]], len(best), sweep.mode)
 
 
@@ -197,7 +178,8 @@ def y_limits(sweep: Sweep) -> tuple[float, float]:
     return (low - 0.22 * span, high + 0.18 * span)
 
 
-def _stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
+def stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
+    """The best runs' stars, unclipped: one at the frame's edge is drawn whole."""
     ax.scatter(
         xs,
         ys,
@@ -207,6 +189,7 @@ def _stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
         edgecolors="black",
         linewidths=0.8,
         label="best",
+        clip_on=False,
         zorder=4,
     )
 
@@ -260,7 +243,7 @@ def _label_best(ax: Axes, x: float, y: float, ties: int, mode: str) -> None:
     )
 
 
-def _style_numeric(ax: Axes, axis: Axis, which: str) -> None:
+def style_numeric(ax: Axes, axis: Axis, which: str) -> None:
     """The axis' own ticks and short labels; matplotlib's minor labels would crowd them."""
     scale = ax.set_xscale if which == "x" else ax.set_yscale
     ticks = ax.set_xticks if which == "x" else ax.set_yticks
@@ -287,7 +270,8 @@ def _rotate_if_crowded(ax: Axes, labels: Sequence[str]) -> None:
 def draw_no_finished(ax: Axes, sweep: Sweep) -> None:
     """Instead of panels with nothing on them: say so, and list why the runs failed."""
     ax.set_axis_off()
-    headline = f"no finished run: {len(sweep.failed)} failed"
+    pruned = f", {len(sweep.pruned)} pruned" if sweep.pruned else ""
+    headline = f"no finished run: {len(sweep.failed)} failed{pruned}"
     ax.text(0.5, 1.0, headline, ha="center", va="top", fontsize="x-large", color=FAILED)
     reasons = []
     for i in sweep.failed[:MAX_LISTED_FAILURES]:

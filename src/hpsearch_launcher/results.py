@@ -1,24 +1,71 @@
 """Reading a finished (or running) sweep's records from disk: for reports and notebooks.
 
+frame = read_results(sweep_dir)        # results.csv as a pandas DataFrame, stable types
 table = ResultsTable.load(sweep_dir)   # results.csv, checked
 print(leaderboard(list(table.rows.values()), table.params, "max"))
 """
 
-from .outcome import DONE
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .outcome import DONE, SUPERSEDED, Status
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.rows import finite
-from .record.table import FILENAME, STATUS, ResultsFileError, ResultsTable
+from .record.table import FILENAME, STATUS, TAIL, ResultsFileError, ResultsTable
 
 __all__ = [
     "DONE",
     "FILENAME",
+    "PRUNED",
     "STATUS",
+    "SUPERSEDED",
     "ResultsFileError",
     "ResultsTable",
     "finite",
     "leaderboard",
     "objective",
     "ranked",
+    "read_results",
     "summary_options",
     "unfinished",
 ]
+
+PRUNED = Status.PRUNED.value
+INTEGERS = ("job", "attempts")
+NUMBERS = ("wall_time_s",)  # with every value column (what jobs returned, metrics.json's)
+
+
+def read_results(sweep_dir: str | Path) -> Any:
+    """The sweep dir's results.csv as a pandas DataFrame whose column types do not depend on
+    what the rows hold: `job` and `attempts` Int64; the value columns and `wall_time_s`
+    float64 (NaN where empty); a swept parameter float64 when every value is a number, else
+    text; every other column text (object), "" where empty. `pandas.read_csv` alone makes an
+    all-empty `error` or `return` column float64. Checked as a resumed sweep checks it."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("read_results needs pandas: pip install pandas") from None
+    path = Path(sweep_dir) / FILENAME
+    if not path.is_file():
+        raise FileNotFoundError(f"no {FILENAME} in {sweep_dir}: run a sweep into it first")
+    table = ResultsTable.load(Path(sweep_dir))
+    columns = ["job", *table.params, STATUS, *table.values, *TAIL]
+    rows = [[table.rows[num].get(c, "") for c in columns] for num in sorted(table.rows)]
+    frame = pd.DataFrame(rows, columns=columns, dtype=object)
+    numbers = [*table.values, *NUMBERS]
+    numbers += [p for p in table.params if all(_is_number(v) for v in frame[p] if v != "")]
+    for column in columns:
+        if column in (*INTEGERS, *numbers):
+            cells = pd.to_numeric(frame[column].where(frame[column] != ""))  # "" -> NaN
+            frame[column] = cells.astype("Int64" if column in INTEGERS else "float64")
+    return frame
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -61,8 +61,9 @@ def leaderboard(
     columns: Sequence[str] = (),
     source: Path | None = None,
 ) -> str:
-    """A plain-text table of the `top` best runs, then every failure and its reason; `source`,
-    the results.csv the rows are from, is named in the first line."""
+    """A plain-text table of the `top` best runs (and how many more), then every pruned and
+    failed job and its reason; `source`, the results.csv the rows are from, is named in the
+    first line."""
     best = ranked(rows, mode)
     pruned = [r for r in rows if r.get(STATUS) == Status.PRUNED.value]
     lines = [f"Leaderboard ({mode} objective): {counts(rows, source)}"]
@@ -80,6 +81,8 @@ def leaderboard(
             for i, r in enumerate(best[:top])
         ]
         lines += _align([header, *table])
+        if len(best) > top:
+            lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(best) - top} more finished runs")
     for r in [*pruned, *unfinished(rows)]:
         setting = ",".join(f"{p}={r.get(p, '')}" for p in params)
         lines.append(

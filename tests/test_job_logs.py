@@ -1,0 +1,116 @@
+"""A job's logs: one copy of its log (not hpsearch.log and stdout.log byte for byte alike), and
+no TensorFlow start-up banner in a warm spare's stderr.log when tf_log_level says quiet."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Runner
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from hpsearch.app import CONFIG_DIR
+from hpsearch.run_log import RunLogFile
+
+TF_NOISE = ("oneDNN", "absl::InitializeLog", "cuda_", "E0000", "I0000")
+
+
+def log_once(handler: logging.Handler) -> None:
+    logger = logging.getLogger(f"test_job_logs.{id(handler)}")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        logger.warning("epoch 1/1")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def test_no_log_file_when_the_console_already_goes_to_the_run_dir(tmp_path: Path) -> None:
+    """The hpsearch launcher keeps each job's console as its run dir's stdout.log."""
+    with (tmp_path / "stdout.log").open("w") as console:
+        log_once(RunLogFile(str(tmp_path / "hpsearch.log"), console=console))
+    assert not (tmp_path / "hpsearch.log").exists()
+
+
+@pytest.mark.parametrize("console", ["file elsewhere", "no file"])
+def test_the_log_file_is_written_when_the_console_is_elsewhere(
+    tmp_path: Path, console: str
+) -> None:
+    """A single run: the console is a terminal, a pipe, or a file outside the run dir."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with (tmp_path / "elsewhere.log").open("w") as elsewhere:
+        stream = elsewhere if console == "file elsewhere" else io.StringIO()
+        log_once(RunLogFile(str(run_dir / "hpsearch.log"), console=stream))
+    assert "epoch 1/1" in (run_dir / "hpsearch.log").read_text()
+
+
+def test_hpsearch_jobs_log_through_it() -> None:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", return_hydra_config=True)
+    handlers = cfg.hydra.job_logging.handlers
+    assert handlers.file["class"] == "hpsearch.run_log.RunLogFile"
+    assert list(cfg.hydra.job_logging.root.handlers) == ["console", "file"]
+
+
+@pytest.mark.slow
+def test_a_warm_spare_imports_tensorflow_as_quietly_as_a_cold_job() -> None:
+    """What hpsearch's config makes a spare do before its job: import the preload modules in
+    the launcher's job environment. `import tensorflow` alone prints absl's start-up lines
+    (the oneDNN banner) whatever TF_CPP_MIN_LOG_LEVEL says."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", return_hydra_config=True)
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert isinstance(launcher, dict) and launcher["env"]["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    code = (
+        "import importlib, sys\n"
+        f"for name in {list(launcher['preload'])}: importlib.import_module(name)\n"
+        "print('tensorflow' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**_base_env(), **launcher["env"]},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"  # TensorFlow imported ahead, as before
+    assert not done.stderr.strip(), done.stderr
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
+
+
+@pytest.mark.slow
+def test_a_sweep_job_has_one_log_and_a_quiet_stderr(runner: Runner, tmp_path: Path) -> None:
+    """One job at a time: job 1 runs in the spare made while job 0 ran."""
+    result = runner.run(
+        [
+            "-m",
+            "hpsearch",
+            "--multirun",
+            "lr=1e-3,1e-2",
+            "device=cpu",
+            "epochs=1",
+            "hydra.launcher.n_jobs=1",
+            "hydra.sweep.dir=sweep",
+        ]
+    )
+    assert result.returncode == 0, result.stdout
+    run_dirs = sorted(p for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert len(run_dirs) == 2
+    for run_dir in run_dirs:
+        assert "epoch 1/1" in (run_dir / "stdout.log").read_text()
+        assert not (run_dir / "hpsearch.log").exists()  # stdout.log is the job's log
+        stderr = (run_dir / "stderr.log").read_text()
+        assert not [n for n in TF_NOISE if n in stderr], (run_dir.name, stderr)
