@@ -31,6 +31,27 @@ from hpsearch_launcher.execute import child
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
+FAKE_NVML = REPO / "tests" / "fake_nvml"
+SIMULATED_GPUS = [str(i) for i in range(8)]
+
+
+def simulated_gpus_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` for a sweep process on simulated GPUs: a stand-in NVML (tests/fake_nvml) that
+    answers with 8 GPUs, first on its path. Without an NVIDIA driver the launcher refuses
+    hydra.launcher.gpus=[0,1]."""
+    env = dict(env or {})
+    path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FAKE_NVML), path) if p)
+    return env
+
+
+@pytest.fixture
+def simulated_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process, NVML answers with 8 GPUs (and no figures for them): sweeps on
+    simulated GPUs, e.g. hydra.launcher.gpus=[0,1], on a machine without an NVIDIA driver."""
+    from hpsearch_launcher import nvml
+
+    monkeypatch.setattr(nvml, "nvml_gpu_ids", lambda: list(SIMULATED_GPUS))
 
 
 def processes_tagged(tag: str) -> list[psutil.Process]:

@@ -84,6 +84,7 @@ class FakeNvml:
 def use_fake_nvml(monkeypatch: pytest.MonkeyPatch, fake: object) -> None:
     """NVML as the launcher asks it at launch: GPUs of 1000 MB, memory from `fake`, asked
     before every start."""
+    monkeypatch.setattr(nvml, "nvml_gpu_ids", lambda: ["0", "1"])
     monkeypatch.setattr(nvml, "nvml_memory", fake)
     monkeypatch.setattr(nvml, "nvml_total_mb", lambda gpu: 1000)
     monkeypatch.setattr(machine, "MEMORY_POLL_S", 0.0)

@@ -77,7 +77,7 @@ def test_a_failing_job_is_isolated(
 
 
 def test_an_out_of_memory_line_only_in_stderr_retries_alone(
-    launch, marks: Path, tmp_path: Path
+    launch, marks: Path, tmp_path: Path, simulated_gpus: None
 ) -> None:
     """The job's exit status says nothing; CUDA's line at the end of its stderr.log does."""
     jobs = [["x=0", "sleep=1"], ["x=1", "mode=stderr_oom_once"], ["x=2", "sleep=1"]]
@@ -90,7 +90,9 @@ def test_an_out_of_memory_line_only_in_stderr_retries_alone(
     assert "out of memory: exited with status 1: CUDA error: out of memory" in row["error"]
 
 
-def test_out_of_memory_job_is_retried_alone_on_its_gpu(launch, marks: Path, tmp_path: Path) -> None:
+def test_out_of_memory_job_is_retried_alone_on_its_gpu(
+    launch, marks: Path, tmp_path: Path, simulated_gpus: None
+) -> None:
     jobs = [
         ["x=0", "sleep=2"],
         ["x=1", "mode=cuda_oom_once"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Runner, read_records
+from conftest import Runner, read_records, simulated_gpus_env
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def test_twelve_jobs_on_three_simulated_gpus_two_slots_each(
         "hydra.launcher.gpus=[0,1,2]",
         "hydra.launcher.jobs_per_gpu=2",
     )
-    result = runner.run(args)
+    result = runner.run(args, env=simulated_gpus_env())
     assert result.returncode == 0, result.stdout
     records = read_records(marks)
     assert [r["num"] for r in records] == list(range(12))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from apps.foreign.app import experiment
-from conftest import REPO, Runner, read_records
+from conftest import REPO, Runner, read_records, simulated_gpus_env
 
 FOREIGN = REPO / "tests" / "apps" / "foreign"
 UNIMPORTABLE = REPO / "tests" / "apps" / "unimportable"
@@ -87,7 +87,7 @@ def foreign_sweep(runner: Runner, marks: Path, *extra: str) -> subprocess.Comple
         f"marks={marks}",
         *extra,
     ]
-    return runner.run(args, env={"PYTHONPATH": str(UNIMPORTABLE)})
+    return runner.run(args, env=simulated_gpus_env({"PYTHONPATH": str(UNIMPORTABLE)}))
 
 
 @pytest.mark.slow

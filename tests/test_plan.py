@@ -125,7 +125,9 @@ def test_visible_gpus(environ: dict[str, str], nvml: list[str], expected: tuple[
         ({"gpus": "auto", "jobs_per_gpu": 2}, {}, ["0", "1"], ("0", "1"), 2),
         ({"gpus": "auto", "n_jobs": 3}, {}, [], (CPU,), 3),
         ({"gpus": [], "n_jobs": 4}, {"CUDA_VISIBLE_DEVICES": "0"}, ["0"], (CPU,), 4),
-        ({"gpus": [0, 1, 2]}, {}, [], ("0", "1", "2"), 1),  # simulated: no NVML to contradict
+        ({"gpus": [0, 1, 2]}, {}, ["0", "1", "2"], ("0", "1", "2"), 1),
+        # No NVML: auto takes CUDA_VISIBLE_DEVICES at its word.
+        ({"gpus": "auto"}, {"CUDA_VISIBLE_DEVICES": "0"}, [], ("0",), 1),
         ({"gpus": [1]}, {}, ["0", "1"], ("1",), 1),
     ],
 )
@@ -141,6 +143,31 @@ def test_sweep_devices(
 def test_gpu_that_nvml_does_not_have_fails_before_any_job() -> None:
     with pytest.raises(LauncherSettingsError, match=r"no GPU 5 on this machine \(NVML sees 0, 1\)"):
         sweep_devices(parse_settings({"gpus": [0, 5]}), {}, lambda: ["0", "1"])
+
+
+@pytest.mark.parametrize(
+    ("gpus", "environ", "shown"),
+    [
+        (
+            [7],
+            {},
+            "gpus=[7]: no NVIDIA driver or GPU found here (NVML does not answer), so no GPU 7",
+        ),
+        ([0, 1], {"CUDA_VISIBLE_DEVICES": "0,1"}, "gpus=[0,1]: no NVIDIA driver or GPU"),
+        (["GPU-1a2b"], {}, "gpus=[GPU-1a2b]: no NVIDIA driver or GPU found here"),
+    ],
+)
+def test_listed_gpus_without_an_nvidia_driver_fail_before_any_job(
+    gpus: list, environ: dict, shown: str
+) -> None:
+    """Without a driver there is no GPU to give a job: each would fail seconds in."""
+    with pytest.raises(LauncherSettingsError) as err:
+        sweep_devices(parse_settings({"gpus": gpus}), environ, lambda: [])
+    message = str(err.value)
+    assert message.startswith(f"hydra.launcher.{shown}") and "\n" not in message
+    assert message.endswith(
+        "use gpus=[] (the CPU), or gpus=auto (the GPUs CUDA_VISIBLE_DEVICES names, else the CPU)"
+    )
 
 
 def test_job_env_on_gpu() -> None:

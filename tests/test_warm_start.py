@@ -12,7 +12,15 @@ import pandas as pd
 import psutil
 import pytest
 from apps.probe import probe
-from conftest import PROBE, Runner, processes_tagged, read_records, roles, wait_for_roles
+from conftest import (
+    PROBE,
+    Runner,
+    processes_tagged,
+    read_records,
+    roles,
+    simulated_gpus_env,
+    wait_for_roles,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +36,7 @@ def test_a_warm_sweep_gives_each_job_a_fresh_preloaded_process(runner: Runner, m
         "hydra.launcher.jobs_per_gpu=2",
         PRELOAD,
     )
-    result = runner.run(args)
+    result = runner.run(args, env=simulated_gpus_env())
     assert result.returncode == 0, result.stdout
     records = read_records(marks)
     assert len({r["pid"] for r in records}) == 12  # one process per job, never reused
@@ -122,7 +130,9 @@ def wait_for(path: Path, within: float = 60) -> None:
         time.sleep(0.05)
 
 
-def test_no_spare_waits_once_the_queue_is_empty(launch_app, runner: Runner, marks: Path) -> None:
+def test_no_spare_waits_once_the_queue_is_empty(
+    launch_app, runner: Runner, marks: Path, simulated_gpus: None
+) -> None:
     """A spare nobody will need is killed at once: none waits once the last job has started
     (while the last jobs still run), and none outlives launch(), which a sweeper calls again
     and again in one process (Optuna's batches: they would pile up).

@@ -34,6 +34,8 @@ class HpsearchLauncher(Launcher):
         # The sweep's records, opened at the first launch() and kept for the later ones (Optuna
         # launches a batch at a time): results.csv, and the next new job's hydra.job.num.
         self.records: Any = None
+        # The sweep dir as it was before the sweeper touched it: put back on a refusal.
+        self.sweep_dir_before: Any = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -41,13 +43,18 @@ class HpsearchLauncher(Launcher):
         self.config = config
         self.task_function = task_function
         self.hydra_context = hydra_context
+        from hpsearch_launcher import launch as _core
+
+        # Hydra's sweepers set up the launcher before they make the sweep dir.
+        with _core.one_line_errors():
+            self.sweep_dir_before = _core.SweepDirBefore.look(config)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         from hpsearch_launcher import launch as _core
 
-        with _core.one_line_errors():
+        with _core.one_line_errors(self):
             return _core.launch(self, job_overrides, initial_job_idx)
 
     def stream(self, source: Any, swept_keys: Sequence[str], total: int | None = None) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any
 
 import hydra
 import yaml
@@ -12,8 +13,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from hpsearch.errors import ConfigError
-from hpsearch.validate import validate_config
+from hpsearch.errors import ConfigError, exit_with
+from hpsearch.preflight import preflight
+from hpsearch_launcher.plan.settings import LauncherSettingsError, check_setting_key
 
 # hpsearch/conf: the package's copy of the repository's conf/ in a wheel; in a checkout or an
 # editable install, a symlink to conf/ itself.
@@ -32,7 +34,7 @@ def train_task(cfg: DictConfig) -> float:
     try:
         record = run(cfg, output_dir=output_dir)
     except ConfigError as err:
-        _exit_with(err)
+        exit_with(err)
     if hydra_cfg.mode == RunMode.RUN:  # a sweep's leaderboard names every run dir instead
         print(run_dir_line(output_dir, Path.cwd()), flush=True)
     return float(record["objective"]["value"])
@@ -44,18 +46,16 @@ def run_dir_line(output_dir: Path, cwd: Path) -> str:
     return f"hpsearch: run dir {shown}"
 
 
-train_task.preflight = validate_config  # type: ignore[attr-defined]  # run by our launcher
+train_task.preflight = preflight  # type: ignore[attr-defined]  # run by our launcher
 
 _hydra_main = hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")(
     train_task
 )
 
 
-def check_group_choices(args: list[str], config_dir: Path) -> None:
-    """Reject an unknown config group option (`model=foo`, `model=mlp,foo`) in one line.
-
-    Hydra would say it too, over several lines; this runs first, on the command line alone.
-    """
+def _overrides(args: list[str]) -> Iterator[Any]:
+    """The command line's `key=value` overrides, parsed as Hydra parses them; those Hydra
+    cannot parse are left for it to report, in its own words."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
@@ -63,14 +63,25 @@ def check_group_choices(args: list[str], config_dir: Path) -> None:
         if arg.startswith("-") or "=" not in arg:
             continue
         try:
-            override = parser.parse_overrides([arg])[0]
-            group = override.key_or_group
+            yield parser.parse_overrides([arg])[0]
+        except Exception:  # not ours to judge: Hydra reports its own syntax errors
+            continue
+
+
+def check_group_choices(args: list[str], config_dir: Path) -> None:
+    """Reject an unknown config group option (`model=foo`, `model=mlp,foo`) in one line.
+
+    Hydra would say it too, over several lines; this runs first, on the command line alone.
+    """
+    for override in _overrides(args):
+        group = override.key_or_group
+        try:
             values = (
                 list(override.sweep_string_iterator())
                 if override.is_sweep_override()
                 else [override.get_value_element_as_str()]
             )
-        except Exception:  # not ours to judge: Hydra reports its own syntax errors
+        except Exception:  # not ours to judge: Hydra reports its own errors
             continue
         if not (config_dir / group).is_dir():
             continue
@@ -81,6 +92,21 @@ def check_group_choices(args: list[str], config_dir: Path) -> None:
                     f"{group}={value}: no such {group} (choose from "
                     f"{', '.join(known)}; e.g. {group}={known[0]})"
                 )
+
+
+LAUNCHER_PREFIX = "hydra.launcher."
+
+
+def check_launcher_keys(args: list[str]) -> None:
+    """Reject `hydra.launcher.<key>` (with `+` or without) where hpsearch's launcher has no
+    such setting, in one line naming the nearest one. Hydra refuses the plain form over six
+    lines without a guess, and the launcher itself sees the `+` form only once the sweep dir
+    is made."""
+    if _plain_overrides(args).get("hydra/launcher", "hpsearch") != "hpsearch":
+        return  # another launcher's settings are its own
+    for override in _overrides(args):
+        if override.key_or_group.startswith(LAUNCHER_PREFIX):
+            check_setting_key(override.key_or_group.removeprefix(LAUNCHER_PREFIX))
 
 
 OPTUNA_DIRECTION = {"max": "maximize", "min": "minimize"}
@@ -115,19 +141,11 @@ def optuna_direction(args: list[str], config_dir: Path) -> list[str]:
 
 def _plain_overrides(args: list[str]) -> dict[str, str]:
     """key -> value of the command line's plain `key=value` overrides (not sweeps)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser, values = OverridesParser.create(), {}
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        try:
-            override = parser.parse_overrides([arg])[0]
-        except Exception:  # Hydra reports its own syntax errors
-            continue
-        if not override.is_sweep_override():
-            values[override.get_key_element().lstrip("+~")] = arg.split("=", 1)[1]
-    return values
+    return {
+        o.get_key_element().lstrip("+~"): o.input_line.split("=", 1)[1]
+        for o in _overrides(args)
+        if not o.is_sweep_override()
+    }
 
 
 def main() -> None:
@@ -135,12 +153,8 @@ def main() -> None:
     if not any(a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args):
         try:
             check_group_choices(args, Path(CONFIG_DIR))
+            check_launcher_keys(args)
             sys.argv[1:] = optuna_direction(args, Path(CONFIG_DIR))
-        except ConfigError as err:
-            _exit_with(err)
+        except (ConfigError, LauncherSettingsError) as err:
+            exit_with(err)
     _hydra_main()
-
-
-def _exit_with(err: ConfigError) -> NoReturn:
-    print(f"hpsearch: error: {err}", file=sys.stderr)
-    raise SystemExit(2) from None

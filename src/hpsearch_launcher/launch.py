@@ -24,6 +24,7 @@ from .batch import BatchSource
 from .execute.backend import Execution
 from .execute.machine import machine_execution
 from .execute.sweep import Sweep
+from .output_dir import OutputDirError
 from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
@@ -33,6 +34,7 @@ from .record.recorder import Recorder
 from .record.resume_command import resume_hint
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
 from .stream import Ask, JobSource
+from .sweep_dir import SweepDirBefore
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -51,6 +53,7 @@ def launch(
         machine_execution(settings, task) if settings.backend == "local" else None
     )
     try:
+        opened = launcher.records is None
         recorder = _records(launcher, config, settings)
         jobs = compose_jobs(
             config,
@@ -63,6 +66,8 @@ def launch(
         )
         recorder.next_job += sum(job.previous is None for job in jobs)
         execution = execution or _ray(settings, task, config)
+        if opened and not settings.resume:  # the sweep will run: nothing refused it
+            set_aside_earlier(recorder.table)
         _announce(execution, f"{len(jobs)} jobs", config)
         source = BatchSource(jobs, settings)
         _run(Sweep(settings, execution, recorder, source, source.job, total=len(jobs)), config)
@@ -83,6 +88,7 @@ def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: i
         machine_execution(settings, task) if settings.backend == "local" else None
     )
     try:
+        opened = launcher.records is None
         recorder = _records(launcher, config, settings)
         factory = JobFactory(
             config,
@@ -99,6 +105,8 @@ def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: i
             return job
 
         execution = execution or _ray(settings, task, config)
+        if opened and not settings.resume:
+            set_aside_earlier(recorder.table)
         _announce(execution, "jobs as they are asked", config)
         _run(Sweep(settings, execution, recorder, source, make_job, total=total), config)
     finally:
@@ -171,14 +179,26 @@ def report_failures(config: DictConfig, recorder: Recorder) -> None:
 
 
 @contextlib.contextmanager
-def one_line_errors() -> Iterator[None]:
-    """A bad setting, a job's bad config, an unreadable results.csv or a sweep dir another
-    sweep holds, found before any job starts: `hpsearch: error: ...` on one line and exit
-    status 2, as a single run of hpsearch says it. HYDRA_FULL_ERROR=1 shows Hydra's own
-    report, traceback included."""
+def one_line_errors(launcher: Any = None) -> Iterator[None]:
+    """A bad setting, a job's bad config, an unreadable results.csv, a sweep dir another sweep
+    holds or one that cannot be made, found before any job starts: `hpsearch: error: ...` on
+    one line and exit status 2, as a single run of hpsearch says it. Given the launcher, and
+    refused at the sweep's first launch(), when none of its jobs has run, the sweep dir is put
+    back as it was (`SweepDirBefore`, which the launcher took in setup()). HYDRA_FULL_ERROR=1
+    shows Hydra's own report, traceback included."""
+    before: SweepDirBefore | None = getattr(launcher, "sweep_dir_before", None)
+    first = launcher is not None and launcher.records is None
     try:
         yield
-    except (LauncherSettingsError, JobConfigError, ResultsFileError, SweepDirLocked) as err:
+    except (
+        LauncherSettingsError,
+        JobConfigError,
+        ResultsFileError,
+        SweepDirLocked,
+        OutputDirError,
+    ) as err:
+        if before is not None and first and not isinstance(err, SweepDirLocked):
+            before.restore()  # a dir another sweep holds is that sweep's
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"hpsearch: error: {err}", file=sys.stderr, flush=True)
@@ -186,7 +206,8 @@ def one_line_errors() -> Iterator[None]:
 
 
 def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
-    """The sweep dir's results.csv, read to resume; with resume=false, set aside unread."""
+    """The sweep dir's results.csv, read to resume; with resume=false, a fresh table (the
+    earlier file is set aside once every job's config is found good: set_aside_earlier)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     lock = hold_sweep_dir(sweep_dir)  # before results.csv is read or set aside
     if settings.resume:
@@ -194,11 +215,15 @@ def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
         first = table.max_job() + 1
     else:
         table, first = ResultsTable(sweep_dir / FILENAME), 0
-        moved = table.set_aside()
-        if moved is not None:
-            log.warning("hpsearch: resume=false: the earlier %s is kept as %s", FILENAME, moved)
     table.min_interval = SAVE_INTERVAL_S  # 1,000 jobs ending must not mean 1,000 rewrites
     return Recorder(table, first, lock)
+
+
+def set_aside_earlier(table: ResultsTable) -> None:
+    """resume=false: the earlier results.csv, unread, kept as results.csv.bak (or .bak2...)."""
+    moved = table.set_aside()
+    if moved is not None:
+        log.warning("hpsearch: resume=false: the earlier %s is kept as %s", FILENAME, moved)
 
 
 def sweeper_stops(config: DictConfig, failed: int, total: int) -> bool:

@@ -3,7 +3,6 @@ spares ahead, and slots that wait while other users' processes hold a GPU's memo
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Collection, Mapping
@@ -16,8 +15,6 @@ from ..plan.settings import LauncherSettings, cpu_count
 from ..plan.slots import CPU, slots_per_device, sweep_devices
 from .backend import Execution
 from .local import LocalBackend
-
-log = logging.getLogger("hpsearch.launcher")
 
 MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free memory
 
@@ -60,12 +57,6 @@ def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecuti
     """This machine's GPUs (or its CPU), checked against what NVML sees."""
     nvml_ids = nvml.nvml_gpu_ids()  # asked once: an NVML session per call
     groups = sweep_devices(settings, os.environ, lambda: nvml_ids)
-    if settings.gpus and not nvml_ids:
-        log.warning(
-            "hpsearch: no NVIDIA driver (NVML) here to check hydra.launcher.gpus=%s "
-            "against: jobs get those CUDA_VISIBLE_DEVICES as given",
-            list(settings.gpus),
-        )
     cores = cpu_count()
     # Spares importing at once: more would slow the jobs still importing (the first round, on
     # a box with few cores) more than it gains.

@@ -81,11 +81,23 @@ def _refuse_unknown(given: Mapping[str, Any], known: Mapping[str, Any], prefix: 
     """A key that is no setting (`+hydra.launcher.jobs_per_gpus=2` gets past Hydra): refused,
     with the nearest setting's name, rather than silently ignored."""
     for key in given:
-        if key in known:
-            continue
-        near = difflib.get_close_matches(str(key), list(known), n=1)
-        hint = f"did you mean {prefix}{near[0]}?" if near else f"settings: {', '.join(known)}"
-        raise LauncherSettingsError(f"hydra.launcher.{prefix}{key}: no such setting; {hint}")
+        if key not in known:
+            near = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"did you mean {prefix}{near[0]}?" if near else f"settings: {', '.join(known)}"
+            raise LauncherSettingsError(f"hydra.launcher.{prefix}{key}: no such setting; {hint}")
+
+
+def check_setting_key(path: str) -> None:
+    """Refuse `hydra.launcher.<path>`, a dotted key as a command line names it, as
+    parse_settings would, if it names no setting: for a check made before Hydra composes
+    (Hydra's own refusal names no setting). Keys below a mapping setting (env.*,
+    ray.init.*) are the user's; `_target_` is Hydra's."""
+    head, _, rest = path.partition(".")
+    if head == "_target_":
+        return
+    _refuse_unknown({head: None}, defaults(), "")
+    if head == "ray" and rest:
+        _refuse_unknown({rest.partition(".")[0]: None}, defaults()["ray"], "ray.")
 
 
 def cpu_count() -> int:

@@ -40,10 +40,17 @@ def sweep_devices(
     else:
         gpus = settings.gpus
         known = nvml_ids()
-        missing = [g for g in gpus if g.isdigit() and known and g not in known]
+        given = f"hydra.launcher.gpus=[{','.join(gpus)}]"
+        if gpus and not known:
+            raise LauncherSettingsError(
+                f"{given}: no NVIDIA driver or GPU found here (NVML "
+                f"does not answer), so no GPU {', '.join(gpus)} for the jobs; use gpus=[] (the "
+                "CPU), or gpus=auto (the GPUs CUDA_VISIBLE_DEVICES names, else the CPU)"
+            )
+        missing = [g for g in gpus if g.isdigit() and g not in known]
         if missing:
             raise LauncherSettingsError(
-                f"hydra.launcher.gpus={list(gpus)}: no GPU {', '.join(missing)} on this machine "
+                f"{given}: no GPU {', '.join(missing)} on this machine "
                 f"(NVML sees {', '.join(known)}); pick from those, or gpus=auto"
             )
     return gpus if gpus else (CPU,)
