@@ -348,3 +348,17 @@ def test_a_journal_file_storage_resumes_too(tmp_path: Path) -> None:
     second = source(tmp_path, "x=range(0,100)", n_trials=2, storage=path)
     assert second.ended_before == 1
     assert second.study.study_name == str(tmp_path.resolve())  # the sweep dir names the study
+
+
+def test_a_resumed_seeded_search_does_not_draw_the_first_runs_choices_again(
+    tmp_path: Path,
+) -> None:
+    first = source(tmp_path, "x=range(0,1000)", n_trials=4, seed=3)
+    asked = [first.ask() for _ in range(2)]
+    rows = [{"x": int(values_of(a)["x"]), "status": "completed", "ret": 1.0} for a in asked if a]
+    write_results(tmp_path, rows)
+    again = source(tmp_path, "x=range(0,1000)", n_trials=4, seed=3)
+    more = [again.ask() for _ in range(2)]
+    # The same seed from scratch would give the first run's draws, which resume would only
+    # hand back as already finished: no search at all.
+    assert {values_of(a)["x"] for a in more if a}.isdisjoint({str(r["x"]) for r in rows})

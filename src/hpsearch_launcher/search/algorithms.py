@@ -30,7 +30,8 @@ PRUNER_CLASSES = {
 }
 
 
-def make_sampler(settings: SearchSettings) -> optuna.samplers.BaseSampler:
+def make_sampler(settings: SearchSettings, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler, seeded with `seed + seed_offset` when the settings give a seed."""
     class_name, needs = SAMPLER_CLASSES[settings.sampler]
     cls = getattr(optuna.samplers, class_name, None)
     if cls is None:
@@ -53,7 +54,7 @@ def make_sampler(settings: SearchSettings) -> optuna.samplers.BaseSampler:
         settings.sampler_args,
         "sampler_args",
         f"sampler={settings.sampler}",
-        {"seed": settings.seed},
+        {"seed": None if settings.seed is None else settings.seed + seed_offset},
     )
 
 

@@ -27,7 +27,7 @@ class SearchSettings:
     direction: Any = "minimize"
     # How trials are chosen: tpe, random, cmaes, gp (needs PyTorch) or nsgaii.
     sampler: str = "tpe"
-    # The sampler's seed (null: a fresh one each run).
+    # The sampler's seed (null: a fresh one each run); a resumed run adds the trials so far.
     seed: Optional[int] = None  # noqa: UP045
     # More keyword arguments for the sampler, e.g. {n_startup_trials: 5}.
     sampler_args: dict[str, Any] = field(default_factory=dict)

@@ -80,6 +80,11 @@ class OptunaSource:
             )
         return self.ended_total >= self.n_trials or self.timed_out or self.failed_too_often
 
+    def remaining(self) -> int:
+        if self.exhausted():
+            return 0
+        return max(0, self.n_trials - self.ended_total - len(self.running))
+
     def report(self, key: Hashable, step: int, value: float) -> bool:
         trial = self.running.get(key)  # type: ignore[call-overload]
         if trial is None or self.n_objectives > 1:  # Optuna prunes single objectives only
@@ -117,7 +122,7 @@ class OptunaSource:
                 self._failed(trial)
             else:
                 self._tell(trial, values=values)
-                self._best(trial.number)
+                self._best(trial.number, end.job_num)
         elif end.status is Status.PRUNED:
             resumed = end.step is not None and end.step not in steps  # reported elsewhere
             if resumed and end.value is not None and self.n_objectives == 1:
@@ -151,12 +156,13 @@ class OptunaSource:
         # skip_if_finished: a sweep sharing the study may have failed it already.
         self.study.tell(trial, skip_if_finished=True, **how)  # type: ignore[arg-type]
 
-    def _best(self, number: int) -> None:
+    def _best(self, number: int, job_num: int) -> None:
         if self.n_objectives == 1 and self.study.best_trial.number == number:
             best = self.study.best_trial
             log.info(
-                "hpsearch: trial %d is the best so far: %s (%s)",
+                "hpsearch: trial %d (job %d) is the best so far: %.6g (%s)",
                 number,
+                job_num,
                 best.value,
                 ", ".join(f"{k}={v}" for k, v in best.params.items()),
             )

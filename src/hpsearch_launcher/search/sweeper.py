@@ -61,13 +61,20 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the launcher reports each trial
     sweep_dir = Path(str(config.hydra.sweep.dir))
     streams = hasattr(sweeper.launcher, "stream")
+    launcher_prune = OmegaConf.select(config, "hydra.launcher.prune", default="none")
+    if streams and launcher_prune != "none":
+        # The launcher's own rule is for grids; a search prunes through its study.
+        raise SearchSettingsError(
+            f"hydra.launcher.prune={launcher_prune!r} prunes grids only: with "
+            f"hydra/sweeper=hpsearch set hydra.sweeper.pruner={launcher_prune} instead"
+        )
     # Only the hpsearch launcher keeps results.csv (and reads it back unless told not to).
     replay = streams and OmegaConf.select(config, "hydra.launcher.resume", default=True)
     source = open_search(settings, space, sweep_dir, replay=bool(replay))
     study = source.study
     _log_plan(study, settings, source)
     if streams:
-        sweeper.launcher.stream(source, swept_keys=list(space.params))
+        sweeper.launcher.stream(source, list(space.params), total=source.planned)
     else:
         run_batches(sweeper.launcher, source, settings.n_jobs)
     write_best(study, sweep_dir)
@@ -92,6 +99,10 @@ def open_search(
         recover_storage(study, storage)
     elif replay:
         replay_results(study, space, sweep_dir)
+    if settings.seed is not None and study.trials:
+        # The same seed again would draw the earlier run's first choices again (configs that
+        # are then resumed, not searched): a resumed run's seed counts the trials so far.
+        study.sampler = make_sampler(settings, seed_offset=len(study.trials))
     return OptunaSource(study, space, settings, ended_count(study))
 
 
