@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import Runner
+from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 
 from hpsearch.app import CONFIG_DIR, optuna_direction
 from hpsearch.errors import ConfigError
@@ -49,9 +50,16 @@ def test_a_direction_against_the_objective_stops_before_any_job(sweeper: str) ->
     )
 
 
+@pytest.fixture
+def optuna_runner(runner: Runner, hydra_optuna_python: Path) -> Runner:  # noqa: F811
+    """A runner whose sweeps run in the venv that has Hydra's Optuna sweeper (optuna < 3)."""
+    runner.python = str(hydra_optuna_python)
+    return runner
+
+
 @pytest.mark.slow
-def test_optuna_maximises_val_accuracy_by_default(runner: Runner, tmp_path: Path) -> None:
-    result = runner.run(
+def test_optuna_maximises_val_accuracy_by_default(optuna_runner: Runner, tmp_path: Path) -> None:
+    result = optuna_runner.run(
         [
             "-m",
             "hpsearch",
@@ -74,8 +82,10 @@ def test_optuna_maximises_val_accuracy_by_default(runner: Runner, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_a_contradicting_direction_is_one_line_exit_2(runner: Runner, tmp_path: Path) -> None:
-    result = runner.run(
+def test_a_contradicting_direction_is_one_line_exit_2(
+    optuna_runner: Runner, tmp_path: Path
+) -> None:
+    result = optuna_runner.run(
         [
             "-m",
             "hpsearch",
