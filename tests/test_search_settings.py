@@ -210,3 +210,24 @@ def test_a_stored_study_keeps_its_direction(tmp_path: Path) -> None:
         f"hydra.sweeper.direction='minimize': the study 's' in {url} was made to maximize: keep "
         "its direction, or name another study (hydra.sweeper.study_name)"
     )
+
+
+def test_hydras_plugin_scan_finds_the_sweeper_and_imports_no_optuna() -> None:
+    """Every Hydra process scans the plugins: the sweeper is there, Optuna (and its SQLAlchemy)
+    only once a search starts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from hydra.core.plugins import Plugins\n"
+        "from hydra.plugins.sweeper import Sweeper\n"
+        "assert 'HpsearchSweeper' in [p.__name__ for p in Plugins.instance().discover(Sweeper)]\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "print(sorted({'optuna', 'sqlalchemy', 'alembic'} & loaded))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]" and out.stderr == ""
