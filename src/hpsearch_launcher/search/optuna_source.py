@@ -23,8 +23,6 @@ from .space import SearchSpace
 
 log = logging.getLogger("hpsearch.sweeper")
 
-FAILED = (Status.FAILED, Status.TIMEOUT)
-
 
 class OptunaSource:
     """Trials of `study` over `space` until `n_trials` have ended in all (`ended_before` of
@@ -128,7 +126,7 @@ class OptunaSource:
             if resumed and end.value is not None and self.n_objectives == 1:
                 trial.report(end.value, end.step)  # its last report, for the pruner
             self._tell(trial, state=TrialState.PRUNED)
-        else:
+        else:  # FAILED, TIMEOUT
             self._failed(trial)
 
     # -- the search's state -----------------------------------------------------------------
