@@ -265,6 +265,16 @@ def src_ended() -> tuple[TrialState, ...]:
     return (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
+def test_rows_of_a_value_now_fixed_otherwise_are_left_out(tmp_path: Path) -> None:
+    table = ResultsTable(tmp_path / FILENAME)
+    for num, y in enumerate(["a", "b"]):
+        row = {"job": num, "status": "completed", "run_dir": f"r{num}", "config_hash": f"h{num}"}
+        table.put(row | {"return": "1.0"}, {"x": "3", "y": y})
+    table.save()
+    src = source(tmp_path, "x=range(0,10)", "y=b", n_trials=5)
+    assert src.ended_before == 1  # y=a was another config than every trial of this search
+
+
 def test_resume_false_starts_afresh(tmp_path: Path) -> None:
     write_results(tmp_path, [{"x": 3, "status": "completed", "ret": 3.0}])
     src = source(tmp_path, "x=range(0,10)", n_trials=1, replay=False)

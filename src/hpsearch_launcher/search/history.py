@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..contract import REPORTS_FILE
 from ..outcome import Status
+from ..plan.naming import split_override
 from ..record.table import ResultsTable
 from .objective import objective_values
 from .space import SearchSpace
@@ -89,6 +90,12 @@ def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> 
 
 
 def _params(space: SearchSpace, row: Mapping[str, str]) -> dict[str, Any] | None:
+    """The row's trial values; None for a row outside this search: a value outside the space,
+    or a key fixed now that the row has another value for (it was searched then)."""
+    for override in space.fixed:
+        key, text = split_override(override)
+        if text is not None and row.get(key, text) != text:
+            return None
     params = {}
     for name, param in space.params.items():
         value = param.value_of(row[name]) if name in row else None
