@@ -30,6 +30,11 @@ def results(tmp_path: Path) -> pd.DataFrame:
     return pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
 
 
+def best(tmp_path: Path) -> dict:
+    """What the sweeper wrote of its best trial."""
+    return yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+
+
 def first_draws(seed: int, n: int) -> list[int]:
     """The x values the random sampler with `seed` draws first, as the sweep's would."""
     study = optuna.create_study(
@@ -68,8 +73,7 @@ def test_a_free_slot_gets_a_new_trial_while_another_still_runs(
     assert sweep.returncode == 0, out
     assert starts(marks)[0] == first_draws(seed, 1)[0]
     assert len(read_records(marks)) == 5
-    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
-    assert best["best_value"] == max(r["x"] for r in read_records(marks))
+    assert best(tmp_path)["best_value"] == max(r["x"] for r in read_records(marks))
 
 
 def test_the_same_command_resumes_and_more_trials_search_further(
@@ -114,10 +118,26 @@ def test_hopeless_trials_are_pruned(runner: Runner, marks: Path, tmp_path: Path)
     assert frame.loc[frame["status"] == "pruned", "x"].max() < best_done
 
 
+def stop_during_the_first_trial(runner: Runner, marks: Path, args: list[str], sig: int) -> int:
+    """Run the sweep with its trials held, stop it with `sig` once the first has started,
+    release the hold: the x of the trial that was cut short."""
+    (marks / "hold").touch()
+    sweep = runner.popen(args)
+    deadline = time.monotonic() + 60
+    while not starts(marks):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    sweep.send_signal(sig)
+    out, _ = sweep.communicate(timeout=30)
+    assert sweep.returncode == (-9 if sig == signal.SIGKILL else 128 + sig), out
+    assert wait_no_tagged(runner.tag, within=10) == []
+    (marks / "hold").unlink()
+    return starts(marks)[0]
+
+
 def test_an_interrupted_trial_runs_again_with_the_same_values(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    (marks / "hold").touch()
     args = runner.probe_sweep(
         marks,
         *SEARCH,
@@ -125,17 +145,7 @@ def test_an_interrupted_trial_runs_again_with_the_same_values(
         "hydra.sweeper.n_trials=3",
         "hydra.launcher.n_jobs=1",
     )
-    sweep = runner.popen(args)
-    deadline = time.monotonic() + 60
-    while not starts(marks):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    sweep.send_signal(signal.SIGINT)
-    out, _ = sweep.communicate(timeout=30)
-    assert sweep.returncode == 130, out
-    assert wait_no_tagged(runner.tag, within=10) == []
-    held = starts(marks)[0]
-    (marks / "hold").unlink()
+    held = stop_during_the_first_trial(runner, marks, args, signal.SIGINT)
     done = runner.run(args)
     assert done.returncode == 0, done.stdout
     assert starts(marks)[:2] == [held, held]  # run again first, with its values
@@ -146,7 +156,6 @@ def test_an_interrupted_trial_runs_again_with_the_same_values(
 def test_a_storage_fails_and_reruns_the_trial_of_a_killed_sweep(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    (marks / "hold").touch()
     url = f"sqlite:///{tmp_path / 'study.db'}"
     args = runner.probe_sweep(
         marks,
@@ -156,18 +165,11 @@ def test_a_storage_fails_and_reruns_the_trial_of_a_killed_sweep(
         "hydra.sweeper.n_trials=2",
         "hydra.launcher.n_jobs=1",
     )
-    sweep = runner.popen(args)
-    deadline = time.monotonic() + 60
-    while not starts(marks):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    sweep.kill()  # SIGKILL: the study keeps the trial RUNNING
-    sweep.communicate(timeout=30)
-    assert wait_no_tagged(runner.tag, within=10) == []
-    (marks / "hold").unlink()
+    # SIGKILL: nothing tells the study, which keeps the trial RUNNING.
+    held = stop_during_the_first_trial(runner, marks, args, signal.SIGKILL)
     done = runner.run(args)
     assert done.returncode == 0, done.stdout
-    assert starts(marks)[1] == starts(marks)[0]  # the killed trial ran again
+    assert starts(marks)[:2] == [held, held]  # the killed trial ran again
     study = optuna.load_study(study_name="probe", storage=url)
     states = [t.state.name for t in study.trials]
     assert states == ["FAIL", "COMPLETE", "COMPLETE"]  # never left RUNNING; 2 trials ended
@@ -186,8 +188,7 @@ def test_another_launcher_gets_batches(runner: Runner, marks: Path, tmp_path: Pa
     assert done.returncode == 0, done.stdout
     assert "trials run in batches of hydra.sweeper.n_jobs=2" in done.stdout
     assert len(read_records(marks)) == 3
-    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
-    assert best["best_value"] == max(r["x"] for r in read_records(marks))
+    assert best(tmp_path)["best_value"] == max(r["x"] for r in read_records(marks))
 
 
 def test_too_many_failures_stop_the_search_exit_1(
@@ -258,6 +259,5 @@ def test_hpsearch_searches_and_prunes_maximising_val_accuracy(
     assert "MedianPruner, maximize" in done.stdout
     frame = results(tmp_path)
     assert len(frame) == 4
-    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
     finished = frame[frame["status"] == "completed"]
-    assert best["best_value"] == pytest.approx(finished["objective"].astype(float).max())
+    assert best(tmp_path)["best_value"] == pytest.approx(finished["objective"].astype(float).max())
