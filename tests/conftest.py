@@ -113,6 +113,7 @@ class Runner:
     def __init__(self, tmp_path: Path) -> None:
         self.tag = uuid.uuid4().hex
         self.tmp_path = tmp_path
+        self.python = sys.executable  # another venv's, for a sweeper this one cannot hold
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ, HPS_TEST_TAG=self.tag, PYTHONUNBUFFERED="1")
@@ -124,7 +125,7 @@ class Runner:
     ) -> subprocess.Popen[str]:
         # Default signal handlers: a shell's background job would inherit SIGINT as ignored.
         return subprocess.Popen(
-            [sys.executable, *args],
+            [self.python, *args],
             cwd=self.tmp_path,
             env=self.env(env),
             text=True,

@@ -1,15 +1,27 @@
-"""An Optuna sweep (hydra-optuna-sweeper) runs its trials through our launcher."""
+"""An Optuna sweep (hydra-optuna-sweeper) runs its trials through our launcher.
+
+Hydra's Optuna sweeper pins optuna < 3: its sweeps run in a venv of their own
+(tests/hydra_optuna_venv.py), as a user with the `hydra-optuna` extra has it.
+"""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 from conftest import Runner, read_records
+from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def in_hydra_optuna_venv(runner: Runner, hydra_optuna_python: Path) -> None:  # noqa: F811
+    runner.python = str(hydra_optuna_python)
 
 
 def test_optuna_gets_each_trials_objective(runner: Runner, marks: Path, tmp_path: Path) -> None:
@@ -97,8 +109,18 @@ def test_a_study_in_sqlite_resumes_by_name(runner: Runner, marks: Path, tmp_path
     for _ in range(2):
         result = runner.run(args)
         assert result.returncode == 0, result.stdout
-    import optuna
-
-    study = optuna.load_study(study_name="probe", storage=f"sqlite:///{tmp_path / 'study.db'}")
-    assert len(study.trials) == 6
-    assert study.best_value == max(t.value for t in study.trials)
+    # Read by the Optuna that wrote it (this venv's newer one would want the schema upgraded).
+    read = (
+        "import json, optuna, sys; "
+        "s = optuna.load_study(study_name='probe', storage=sys.argv[1]); "
+        "print(json.dumps([s.best_value, [t.value for t in s.trials]]))"
+    )
+    out = subprocess.run(
+        [runner.python, "-c", read, f"sqlite:///{tmp_path / 'study.db'}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    best_value, values = json.loads(out)
+    assert len(values) == 6
+    assert best_value == max(values)

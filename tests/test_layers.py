@@ -45,3 +45,22 @@ def test_a_circle_and_an_import_back_up_are_found(tmp_path: Path) -> None:
         "record.table imports execute.backend: record must not import it",
     ]
     assert import_layers.main([str(package)]) == 1
+
+
+def test_the_search_and_the_launchers_inside_stay_apart(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "search/__init__.py": "",
+            "search/sweeper.py": "from ..execute import sweep\n",
+            "execute/__init__.py": "",
+            "execute/sweep.py": "",
+            "execute/local.py": "def f():\n    from ..search import space\n",
+            "search/space.py": "",
+        },
+    )
+    assert import_layers.problems(package) == [
+        "execute.local imports search.space: execute must not import it",
+        "search.sweeper imports execute.sweep: search must not import it",
+    ]

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import Runner
+from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 
 from hpsearch_launcher.record.table import TAIL
 from hpsearch_launcher.results import (
@@ -246,8 +247,12 @@ def starts_so_far(marks: Path) -> set[int]:
 
 @pytest.mark.slow
 def test_optuna_resumed_trials_return_stored_objectives(
-    runner: Runner, marks: Path, tmp_path: Path
+    runner: Runner,
+    marks: Path,
+    tmp_path: Path,
+    hydra_optuna_python: Path,  # noqa: F811
 ) -> None:
+    runner.python = str(hydra_optuna_python)  # Hydra's Optuna sweeper: optuna < 3
     args = runner.probe_sweep(
         marks,
         "hydra/sweeper=optuna",

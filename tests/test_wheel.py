@@ -17,7 +17,17 @@ from conftest import REPO, Runner
 
 pytestmark = pytest.mark.slow
 
-BUILD_LEFTOVERS = (".git", ".venv", "build", "dist", "*.egg-info", "outputs", "multirun", ".*cache")
+# .venv* includes .venv-hydra-optuna (tests/hydra_optuna_venv.py).
+BUILD_LEFTOVERS = (
+    ".git",
+    ".venv*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "outputs",
+    "multirun",
+    ".*cache",
+)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
     python tools/import_layers.py [PACKAGE_DIR]     (default: src/hpsearch_launcher)
 
 Layers, lowest first: the neutral modules (config, contract, nvml, atomic, outcome) import none
-of the others; plan imports neither execute nor record; record does not import execute.
+of the others; plan imports neither execute nor record; record does not import execute; the
+sweeper's search imports neither execute nor launch, and plan, record, execute do not import it.
 Every import counts, a lazy one inside a function too. Prints each problem; exit status 1 if any.
 """
 
@@ -18,8 +19,12 @@ NEUTRAL = {"config", "contract", "nvml", "atomic", "outcome", "stream", "channel
 # What each part must not import (by the first name under the package).
 FORBIDDEN = {
     **{name: {"plan", "execute", "record", "launch", "callbacks", "results"} for name in NEUTRAL},
-    "plan": {"execute", "record", "launch", "callbacks", "results"},
-    "record": {"execute", "launch"},
+    "plan": {"execute", "record", "launch", "callbacks", "results", "search"},
+    "record": {"execute", "launch", "search"},
+    # The sweeper's search drives the launcher only through its stream() or launch(), and the
+    # launcher needs none of the search (nor Optuna).
+    "search": {"execute", "launch"},
+    "execute": {"search"},
 }
 
 

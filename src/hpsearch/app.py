@@ -112,12 +112,16 @@ def check_launcher_keys(args: list[str]) -> None:
 OPTUNA_DIRECTION = {"max": "maximize", "min": "minimize"}
 
 
+# The sweepers whose study has a `direction`: Hydra's Optuna sweeper, and hpsearch's own.
+OPTUNA_SWEEPERS = ("optuna", "hpsearch")
+
+
 def optuna_direction(args: list[str], config_dir: Path) -> list[str]:
-    """With `hydra/sweeper=optuna`, the study's direction follows objective.mode (Optuna's own
-    default, minimize, would make it hunt for the *worst* accuracy): added when not given,
-    refused in one line when given against it."""
+    """With `hydra/sweeper=optuna` or `hpsearch`, the study's direction follows objective.mode
+    (Optuna's own default, minimize, would make it hunt for the *worst* accuracy): added when
+    not given, refused in one line when given against it."""
     values = _plain_overrides(args)
-    if values.get("hydra/sweeper") != "optuna":
+    if values.get("hydra/sweeper") not in OPTUNA_SWEEPERS:
         return args
     config = yaml.safe_load((config_dir / "config.yaml").read_text()) or {}
     mode = values.get("objective.mode") or str(config.get("objective", {}).get("mode", "max"))

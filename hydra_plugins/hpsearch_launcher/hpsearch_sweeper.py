@@ -1,0 +1,48 @@
+"""The hpsearch sweeper's Hydra plugin (`hydra/sweeper=hpsearch`): the config registration and
+a thin Sweeper. An Optuna search asked and told one trial at a time: with the hpsearch
+launcher, a new trial starts the moment a slot frees.
+
+Hydra's plugin scan imports this module in every Hydra process, so it stays light: the settings
+are declared in `hpsearch_launcher.search.config`; the work, and Optuna, are imported in sweep().
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+from hpsearch_launcher.search.config import HpsearchSweeperConf
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="hpsearch", node=HpsearchSweeperConf, provider="hpsearch"
+)
+
+
+class HpsearchSweeper(Sweeper):
+    def __init__(self, **params: Any) -> None:
+        # Plain lists and dicts: the settings checks need no OmegaConf.
+        self.params = {
+            k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in params.items()
+        }
+        self.config: DictConfig | None = None
+        self.launcher: Launcher | None = None
+
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function
+        )
+
+    def sweep(self, arguments: Sequence[str]) -> None:
+        from hpsearch_launcher.search import sweeper as _core
+
+        with _core.one_line_errors():
+            _core.sweep(self, arguments)

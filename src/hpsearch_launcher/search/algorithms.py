@@ -1,0 +1,98 @@
+"""The Optuna sampler and pruner the settings name, made before any trial starts: a name or
+an argument Optuna would refuse, or a package a sampler lacks, is one line naming it."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import optuna
+
+from .config import SearchSettings
+from .settings import fail
+
+# name -> (Optuna's class name, a package it needs beyond Optuna, if any)
+SAMPLER_CLASSES = {
+    "tpe": ("TPESampler", None),
+    "random": ("RandomSampler", None),
+    "cmaes": ("CmaEsSampler", "cmaes"),
+    "gp": ("GPSampler", "torch"),  # Optuna >= 3.6; its Gaussian process runs on PyTorch
+    "nsgaii": ("NSGAIISampler", None),
+}
+PRUNER_CLASSES = {
+    "median": "MedianPruner",
+    "percentile": "PercentilePruner",
+    "successive_halving": "SuccessiveHalvingPruner",
+    "hyperband": "HyperbandPruner",
+    "threshold": "ThresholdPruner",
+}
+
+
+def make_sampler(settings: SearchSettings, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler, seeded with `seed + seed_offset` when the settings give a seed."""
+    class_name, needs = SAMPLER_CLASSES[settings.sampler]
+    cls = getattr(optuna.samplers, class_name, None)
+    if cls is None:
+        raise fail(
+            "sampler",
+            settings.sampler,
+            f"Optuna {optuna.__version__} has no {class_name}",
+            "sampler=tpe",
+        )
+    if needs and importlib.util.find_spec(needs) is None:
+        raise fail(
+            "sampler",
+            settings.sampler,
+            f"Optuna's {class_name} needs the {needs} package, which is not installed "
+            f"(pip install {needs})",
+            "sampler=tpe",
+        )
+    return _make(
+        cls,
+        settings.sampler_args,
+        "sampler_args",
+        f"sampler={settings.sampler}",
+        {"seed": None if settings.seed is None else settings.seed + seed_offset},
+    )
+
+
+def make_pruner(settings: SearchSettings) -> optuna.pruners.BasePruner:
+    """The pruner; with `patience`, wrapped in Optuna's PatientPruner."""
+    inner: optuna.pruners.BasePruner | None = None
+    if settings.pruner != "none":
+        cls = getattr(optuna.pruners, PRUNER_CLASSES[settings.pruner])
+        inner = _make(cls, dict(settings.pruner_args), "pruner_args", f"pruner={settings.pruner}")
+    if settings.patience is None:
+        return inner or optuna.pruners.NopPruner()
+    return optuna.pruners.PatientPruner(
+        inner, patience=settings.patience, min_delta=settings.min_delta
+    )
+
+
+def _make(
+    cls: Callable[..., Any],
+    args: Mapping[str, Any],
+    key: str,
+    chosen: str,
+    settled: Mapping[str, Any] | None = None,
+) -> Any:
+    """cls(**settled, **args); `args` are the user's `key` setting, named in any error."""
+    accepted = [
+        p.name
+        for p in inspect.signature(cls).parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    unknown = [k for k in args if k not in accepted]
+    if unknown:
+        raise fail(
+            key,
+            dict(args),
+            f"{cls.__name__} ({chosen}) takes no {', '.join(unknown)}; it takes "
+            f"{', '.join(accepted)}",
+        )
+    try:
+        return cls(**{**(settled or {}), **args})
+    except (TypeError, ValueError) as err:
+        raise fail(key, dict(args), f"{cls.__name__} ({chosen}) refused them: {err}") from None

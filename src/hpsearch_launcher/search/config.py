@@ -1,0 +1,55 @@
+"""The hpsearch sweeper's settings, declared once: every setting's name, type, default and
+meaning. `SearchSettings` is what the search reads (frozen, checked by `search.settings`);
+`HpsearchSweeperConf`, what Hydra registers as `hydra/sweeper=hpsearch`, is derived from it.
+
+Light on purpose (no Optuna): Hydra's plugin scan imports it in every Hydra process.
+No `from __future__ import annotations`: OmegaConf reads these annotations as types.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..config import hydra_config_class
+
+TARGET = "hydra_plugins.hpsearch_launcher.hpsearch_sweeper.HpsearchSweeper"
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    # The search space, key -> interval(a,b), range(a,b[,step]), choice(a,b,...),
+    # tag(log,interval(a,b)) or a fixed value; command-line overrides add to it and win.
+    params: Optional[dict[str, Any]] = None  # noqa: UP045 - OmegaConf reads Optional
+    # Trials of the whole search, across runs of the sweep dir: a resumed run runs the rest.
+    n_trials: int = 20
+    # Seconds this run may start trials for (null: no limit); the running ones then finish.
+    timeout: Optional[float] = None  # noqa: UP045
+    # minimize or maximize (or min, max); a list of them for several objectives.
+    direction: Any = "minimize"
+    # How trials are chosen: tpe, random, cmaes, gp (needs PyTorch) or nsgaii.
+    sampler: str = "tpe"
+    # The sampler's seed (null: a fresh one each run); a resumed run adds the trials so far.
+    seed: Optional[int] = None  # noqa: UP045
+    # More keyword arguments for the sampler, e.g. {n_startup_trials: 5}.
+    sampler_args: dict[str, Any] = field(default_factory=dict)
+    # Which trials end early: none, median, percentile, successive_halving, hyperband, threshold.
+    pruner: str = "none"
+    # Keyword arguments for the pruner, e.g. {n_warmup_steps: 2} ({percentile: 25} is required).
+    pruner_args: dict[str, Any] = field(default_factory=dict)
+    # Prune only after this many reports without improvement (Optuna's PatientPruner; null: off).
+    patience: Optional[int] = None  # noqa: UP045
+    # With patience: the least change that counts as an improvement.
+    min_delta: float = 0.0
+    # Where the study lives: null (memory; a resumed run reads results.csv), an RDB URL
+    # (sqlite:///study.db), or a journal file (a path ending in .log).
+    storage: Optional[str] = None  # noqa: UP045
+    # The study's name in the storage (null: the sweep dir's absolute path).
+    study_name: Optional[str] = None  # noqa: UP045
+    # The search stops, and the sweep fails, once failures pass this fraction of this run's
+    # trials (0.0: the first failure).
+    max_failure_rate: float = 0.0
+    # Trials per batch with a launcher other than hpsearch's (which starts one per free slot).
+    n_jobs: int = 2
+
+
+HpsearchSweeperConf = hydra_config_class(SearchSettings, "HpsearchSweeperConf", TARGET)
+HpsearchSweeperConf.__module__ = __name__  # importable by name here: Hydra's state is pickled

@@ -1,0 +1,188 @@
+"""What earlier runs of the sweep leave the search: the same command into the same sweep dir
+continues it.
+
+- In memory: the finished trials of the sweep dir's results.csv are told to the new study first
+  (with the curves their jobs reported), so the sampler and the pruner keep what they learned;
+  an interrupted trial's values are queued to run again.
+- In a storage: the study is the record. A trial it holds RUNNING whose sweep is gone (killed)
+  is marked failed; every trial an interruption cut short is queued to run again, once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import optuna
+import psutil
+from optuna.trial import FrozenTrial, TrialState
+
+from ..contract import REPORTS_FILE
+from ..outcome import Status
+from ..plan.naming import split_override
+from ..record.table import ResultsTable
+from .objective import objective_values
+from .space import SearchSpace
+
+log = logging.getLogger("hpsearch.sweeper")
+
+# Trial user attributes this sweeper sets (they show in Optuna's dashboard too).
+OWNER = "hpsearch_sweep"  # "host:pid" of the sweep process that asked the trial
+INTERRUPTED = "hpsearch_interrupted"  # true: failed only because its sweep was stopped
+RERUN_OF = "hpsearch_rerun_of"  # the number of the interrupted trial this one runs again
+ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+_STATES = {
+    Status.COMPLETED.value: TrialState.COMPLETE,
+    Status.RESUMED.value: TrialState.COMPLETE,
+    Status.PRUNED.value: TrialState.PRUNED,
+    Status.FAILED.value: TrialState.FAIL,
+    Status.TIMEOUT.value: TrialState.FAIL,
+}
+
+
+def this_sweep() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def ended_count(study: optuna.Study) -> int:
+    """Trials of the search that ended (an interrupted one is to run again: not counted)."""
+    trials = study.get_trials(deepcopy=False, states=ENDED)
+    return sum(not t.user_attrs.get(INTERRUPTED) for t in trials)
+
+
+def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> None:
+    """Tell a fresh in-memory study the trials of the sweep dir's results.csv."""
+    table = ResultsTable.load(sweep_dir)
+    told: list[FrozenTrial] = []
+    again: list[dict[str, Any]] = []
+    skipped = 0
+    for num in sorted(table.rows):
+        row = table.rows[num]
+        status = row.get("status", "")
+        params = _params(space, row)
+        if status == Status.SUPERSEDED.value:
+            continue  # run again by a later row, which holds the result
+        if params is None:
+            skipped += 1
+        elif status == Status.INTERRUPTED.value:
+            again.append(params)
+        elif status in _STATES:
+            told.append(_trial(space, params, row, len(study.directions)))
+    study.add_trials(told)
+    for params in again:  # after: the told trials keep the rows' order, numbered from 0
+        study.enqueue_trial(params)
+    if told or again or skipped:
+        log.info(
+            "hpsearch: resumed the search from %s: %d trials told to the study, %d interrupted "
+            "ones to run again%s",
+            table.path,
+            len(told),
+            len(again),
+            f"; {skipped} rows outside this search space left out" if skipped else "",
+        )
+
+
+def _params(space: SearchSpace, row: Mapping[str, str]) -> dict[str, Any] | None:
+    """The row's trial values; None for a row outside this search: a value outside the space,
+    or a key fixed now that the row has another value for (it was searched then)."""
+    for override in space.fixed:
+        key, text = split_override(override)
+        if text is not None and row.get(key, text) != text:
+            return None
+    params = {}
+    for name, param in space.params.items():
+        value = param.value_of(row[name]) if name in row else None
+        if value is None:
+            return None
+        params[name] = value
+    return params
+
+
+def _trial(
+    space: SearchSpace, params: dict[str, Any], row: Mapping[str, str], n_objectives: int
+) -> FrozenTrial:
+    state = _STATES[row["status"]]
+    values = None
+    if state is TrialState.COMPLETE:
+        try:
+            values = objective_values(json.loads(row.get("return") or "null"), n_objectives)
+        except ValueError:
+            values = None
+        state = TrialState.COMPLETE if values is not None else TrialState.FAIL
+    return optuna.trial.create_trial(
+        params=params,
+        distributions=space.distributions(),
+        values=values,
+        state=state,
+        intermediate_values=_reports(Path(row.get("run_dir", ""))) if n_objectives == 1 else {},
+    )
+
+
+def _reports(run_dir: Path) -> dict[int, float]:
+    """step -> value, as the job reported them (its reports file; empty if it has none)."""
+    curve: dict[int, float] = {}
+    try:
+        lines = (run_dir / REPORTS_FILE).read_text().splitlines()
+    except OSError:
+        return curve
+    for line in lines:
+        try:
+            item = json.loads(line)
+            curve.setdefault(int(item["step"]), float(item["value"]))
+        except (ValueError, TypeError, KeyError):
+            continue  # a torn last line (the job was killed while writing): skip it
+    return curve
+
+
+def recover_storage(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
+    """Mark failed the trials a killed sweep left RUNNING, and queue every interrupted trial
+    not yet queued. A trial that a live sweep on this host, or any sweep on another host,
+    runs is left alone (a study may be shared)."""
+    here = socket.gethostname()
+    stale, elsewhere = [], 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(trial.user_attrs.get(OWNER, ""))
+        host, _, pid = owner.rpartition(":")
+        if owner and host != here:
+            elsewhere += 1
+        elif not (owner and pid.isdigit() and _alive(int(pid), trial.datetime_start)):
+            stale.append(trial)
+    for trial in stale:
+        # FrozenTrial keeps the storage's id of the trial: the storage's own calls need it.
+        storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
+        study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+    trials = study.get_trials(deepcopy=False)
+    queued = {t.user_attrs.get(RERUN_OF) for t in trials}
+    again = [
+        t
+        for t in trials
+        if t.state is TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in queued
+    ]
+    for trial in again:
+        study.enqueue_trial(dict(trial.params), user_attrs={RERUN_OF: trial.number})
+    if stale or again or elsewhere:
+        log.info(
+            "hpsearch: study %r: %d trials a stopped sweep left running marked failed; %d "
+            "interrupted trials to run again%s",
+            study.study_name,
+            len(stale),
+            len(again),
+            f"; {elsewhere} running on other hosts left alone" if elsewhere else "",
+        )
+
+
+def _alive(pid: int, since: datetime | None) -> bool:
+    """Whether the sweep process `pid`, which asked a trial at `since`, still runs (a process
+    made later only reuses its pid)."""
+    try:
+        made = psutil.Process(pid).create_time()
+    except psutil.Error:
+        return False
+    return since is None or made <= since.timestamp() + 1

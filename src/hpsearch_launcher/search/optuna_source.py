@@ -1,0 +1,176 @@
+"""The search as a JobSource: the launcher asks for a job whenever a slot frees, and gets a
+new trial at once (Optuna's ask), not a batch that waits for its slowest; each report feeds the
+pruner, each end is told to the study.
+
+Everything here runs in the sweep process, from the launcher's scheduling loop: no locking.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Hashable
+
+import optuna
+from optuna.trial import TrialState
+
+from ..outcome import Status
+from ..stream import Ask, JobEnd
+from .config import SearchSettings
+from .history import INTERRUPTED, OWNER, this_sweep
+from .objective import expected, objective_values
+from .space import SearchSpace
+
+log = logging.getLogger("hpsearch.sweeper")
+
+
+class OptunaSource:
+    """Trials of `study` over `space` until `n_trials` have ended in all (`ended_before` of
+    them in earlier runs), the timeout passes, or too many fail."""
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        space: SearchSpace,
+        settings: SearchSettings,
+        ended_before: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.study = study
+        self.space = space
+        self.distributions = space.distributions()
+        self.n_trials = settings.n_trials
+        self.n_objectives = len(study.directions)
+        self.ended_before = ended_before
+        self.planned = max(0, settings.n_trials - ended_before)  # this run's share of n_trials
+        self.max_failure_rate = settings.max_failure_rate
+        self.clock = clock
+        self.deadline = None if settings.timeout is None else clock() + settings.timeout
+        self.timeout = settings.timeout
+        self.running: dict[int, optuna.trial.Trial] = {}
+        self.reported: dict[int, set[int]] = {}  # steps each running trial reported
+        self.ended_now = 0
+        self.failed_now = 0
+        self.timed_out = False
+        self.owner = this_sweep()
+        self._warned: set[str] = set()
+
+    # -- JobSource --------------------------------------------------------------------------
+
+    def ask(self) -> Ask | None:
+        if self.exhausted() or self.ended_total + len(self.running) >= self.n_trials:
+            return None
+        trial = self.study.ask(self.distributions)
+        trial.set_user_attr(OWNER, self.owner)
+        self.running[trial.number] = trial
+        self.reported[trial.number] = set()
+        values = {name: trial.params[name] for name in self.space.params}
+        return Ask(trial.number, self.space.overrides(values))
+
+    def exhausted(self) -> bool:
+        if self.deadline is not None and not self.timed_out and self.clock() >= self.deadline:
+            self.timed_out = True
+            log.info(
+                "hpsearch: the search's timeout (%ss) has passed: no new trial starts; "
+                "%d running finish",
+                self.timeout,
+                len(self.running),
+            )
+        return self.ended_total >= self.n_trials or self.timed_out or self.failed_too_often
+
+    def remaining(self) -> int:
+        if self.exhausted():
+            return 0
+        return max(0, self.n_trials - self.ended_total - len(self.running))
+
+    def report(self, key: Hashable, step: int, value: float) -> bool:
+        trial = self.running.get(key)  # type: ignore[call-overload]
+        if trial is None or self.n_objectives > 1:  # Optuna prunes single objectives only
+            return False
+        steps = self.reported[trial.number]
+        if step not in steps:  # Optuna keeps a step's first value and warns about the rest
+            try:
+                trial.report(value, step)
+            except (TypeError, ValueError) as err:
+                self._warn("report", f"trial {trial.number}: report ignored: {err}")
+                return False
+            steps.add(step)
+        return bool(trial.should_prune())
+
+    def ended(self, key: Hashable, end: JobEnd) -> None:
+        trial = self.running.pop(key, None)  # type: ignore[call-overload]
+        if trial is None:
+            return
+        steps = self.reported.pop(trial.number)
+        if end.status is Status.INTERRUPTED:
+            # Failed in the study (a storage keeps no RUNNING trial), marked to run again.
+            trial.set_user_attr(INTERRUPTED, True)
+            self._tell(trial, state=TrialState.FAIL)
+            return
+        self.ended_now += 1
+        if end.status in (Status.COMPLETED, Status.RESUMED):
+            value = end.job_return.return_value
+            values = objective_values(value, self.n_objectives)
+            if values is None:
+                self._warn(
+                    "objective",
+                    f"trial {trial.number} (job {end.job_num}) returned {_short(value)}, not "
+                    f"{expected(self.n_objectives)}: told to Optuna as failed",
+                )
+                self._failed(trial)
+            else:
+                self._tell(trial, values=values)
+                self._best(trial.number, end.job_num)
+        elif end.status is Status.PRUNED:
+            resumed = end.step is not None and end.step not in steps  # reported elsewhere
+            if resumed and end.value is not None and self.n_objectives == 1:
+                trial.report(end.value, end.step)  # its last report, for the pruner
+            self._tell(trial, state=TrialState.PRUNED)
+        else:  # FAILED, TIMEOUT
+            self._failed(trial)
+
+    # -- the search's state -----------------------------------------------------------------
+
+    @property
+    def ended_total(self) -> int:
+        return self.ended_before + self.ended_now
+
+    @property
+    def failed_too_often(self) -> bool:
+        """More of this run's trials failed than max_failure_rate allows of them all."""
+        return self.failed_now > self.max_failure_rate * self.planned
+
+    def failure_line(self) -> str:
+        return (
+            f"{self.failed_now} of this run's {self.planned} trials failed, more than "
+            f"max_failure_rate={self.max_failure_rate} allows: the search stopped"
+        )
+
+    def _failed(self, trial: optuna.trial.Trial) -> None:
+        self.failed_now += 1
+        self._tell(trial, state=TrialState.FAIL)
+
+    def _tell(self, trial: optuna.trial.Trial, **how: object) -> None:
+        # skip_if_finished: a sweep sharing the study may have failed it already.
+        self.study.tell(trial, skip_if_finished=True, **how)  # type: ignore[arg-type]
+
+    def _best(self, number: int, job_num: int) -> None:
+        if self.n_objectives == 1 and self.study.best_trial.number == number:
+            best = self.study.best_trial
+            log.info(
+                "hpsearch: trial %d (job %d) is the best so far: %.6g (%s)",
+                number,
+                job_num,
+                best.value,
+                ", ".join(f"{k}={v}" for k, v in best.params.items()),
+            )
+
+    def _warn(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("hpsearch: %s (said once per sweep)", message)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,233 @@
+"""The hpsearch sweeper's settings, sampler, pruner and storage: each made as named, each bad
+value one line that names it, the rule and a fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from hpsearch_launcher.search.algorithms import make_pruner, make_sampler
+from hpsearch_launcher.search.config import HpsearchSweeperConf, SearchSettings
+from hpsearch_launcher.search.settings import SearchSettingsError, parse_settings
+from hpsearch_launcher.search.study import open_storage, open_study
+
+
+def test_the_hydra_config_is_the_settings_with_target_first() -> None:
+    from dataclasses import fields
+
+    names = [f.name for f in fields(HpsearchSweeperConf)]
+    assert names[0] == "_target_"
+    assert names[1:] == [f.name for f in fields(SearchSettings)]
+
+
+@pytest.mark.parametrize(
+    ("given", "direction"),
+    [
+        ({}, ("minimize",)),
+        ({"direction": "max"}, ("maximize",)),  # objective.mode's words work too
+        ({"direction": ["maximize", "min"]}, ("maximize", "minimize")),
+    ],
+)
+def test_directions(given: dict[str, Any], direction: tuple[str, ...]) -> None:
+    assert parse_settings(given).direction == direction
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"n_trials": 0}, "hydra.sweeper.n_trials=0: must be an integer >= 1 (e.g. "),
+        ({"n_jobs": True}, "hydra.sweeper.n_jobs=True: must be an integer >= 1"),
+        ({"timeout": -1.0}, "hydra.sweeper.timeout=-1: must be a number of seconds > 0, or null"),
+        ({"max_failure_rate": 1.5}, "hydra.sweeper.max_failure_rate=1.5: must be a number in"),
+        ({"direction": "up"}, "hydra.sweeper.direction='up': must be minimize or maximize"),
+        ({"direction": []}, "hydra.sweeper.direction=[]: must be minimize or maximize"),
+        ({"sampler": "tpx"}, "hydra.sweeper.sampler='tpx': must be one of tpe, random, cmaes, gp"),
+        ({"sampler": "tpx"}, "(e.g. hydra.sweeper.sampler=tpe)"),
+        ({"pruner": "medain"}, "(e.g. hydra.sweeper.pruner=median)"),
+        ({"seed": -1}, "hydra.sweeper.seed=-1: must be an integer >= 0"),
+        ({"pruner_args": {"n_warmup_steps": 2}}, "pruner_args={'n_warmup_steps': 2}: given, but"),
+        ({"patience": -2}, "hydra.sweeper.patience=-2: must be an integer >= 0"),
+        ({"min_delta": -0.1}, "hydra.sweeper.min_delta=-0.1: must be a number >= 0"),
+        (
+            {"direction": ["max", "min"], "pruner": "median"},
+            "Optuna prunes single-objective searches only, and this one has 2",
+        ),
+        ({"storage": ""}, "hydra.sweeper.storage='': must be a non-empty string, or null"),
+        (
+            {"n_trial": 5},
+            "hydra.sweeper.n_trial: no such setting; did you mean hydra.sweeper.n_trials?",
+        ),
+    ],
+)
+def test_a_bad_setting_is_one_line(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(SearchSettingsError) as err:
+        parse_settings(given)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        ({}, optuna.samplers.TPESampler),
+        ({"sampler": "random", "seed": 3}, optuna.samplers.RandomSampler),
+        ({"sampler": "cmaes"}, optuna.samplers.CmaEsSampler),
+        (
+            {"sampler": "nsgaii", "sampler_args": {"population_size": 10}},
+            optuna.samplers.NSGAIISampler,
+        ),
+        ({"sampler_args": {"n_startup_trials": 3}}, optuna.samplers.TPESampler),
+    ],
+)
+def test_samplers(given: dict[str, Any], kind: type) -> None:
+    assert type(make_sampler(parse_settings(given))) is kind
+
+
+def test_a_seeded_sampler_repeats_its_choices() -> None:
+    def first(seed: int) -> list[float]:
+        study = optuna.create_study(sampler=make_sampler(parse_settings({"seed": seed})))
+        dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+        return [study.ask(dist).params["x"] for _ in range(3)]
+
+    assert first(5) == first(5) != first(6)
+
+
+def test_gp_needs_pytorch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    with pytest.raises(SearchSettingsError) as err:
+        make_sampler(parse_settings({"sampler": "gp"}))
+    assert str(err.value) == (
+        "hydra.sweeper.sampler='gp': Optuna's GPSampler needs the torch package, which is not "
+        "installed (pip install torch) (e.g. hydra.sweeper.sampler=tpe)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        ({}, optuna.pruners.NopPruner),
+        ({"pruner": "median", "pruner_args": {"n_warmup_steps": 2}}, optuna.pruners.MedianPruner),
+        (
+            {"pruner": "percentile", "pruner_args": {"percentile": 25}},
+            optuna.pruners.PercentilePruner,
+        ),
+        ({"pruner": "successive_halving"}, optuna.pruners.SuccessiveHalvingPruner),
+        (
+            {"pruner": "hyperband", "pruner_args": {"max_resource": 9}},
+            optuna.pruners.HyperbandPruner,
+        ),
+        ({"pruner": "threshold", "pruner_args": {"lower": 0.1}}, optuna.pruners.ThresholdPruner),
+        ({"pruner": "median", "patience": 2}, optuna.pruners.PatientPruner),
+        ({"patience": 3, "min_delta": 0.01}, optuna.pruners.PatientPruner),
+    ],
+)
+def test_pruners(given: dict[str, Any], kind: type) -> None:
+    assert type(make_pruner(parse_settings(given))) is kind
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"sampler_args": {"n_startup": 3}},
+            "hydra.sweeper.sampler_args={'n_startup': 3}: TPESampler (sampler=tpe) takes no "
+            "n_startup; it takes ",
+        ),
+        (
+            {"pruner": "percentile"},
+            "hydra.sweeper.pruner_args={}: PercentilePruner (pruner=percentile) refused them: ",
+        ),
+        (
+            {"pruner": "median", "pruner_args": {"n_warmup_steps": -1}},
+            "hydra.sweeper.pruner_args={'n_warmup_steps': -1}: MedianPruner (pruner=median) "
+            "refused them: Number of warmup steps cannot be negative",
+        ),
+    ],
+)
+def test_bad_arguments_are_one_line(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(SearchSettingsError) as err:
+        settings = parse_settings(given)
+        make_sampler(settings)
+        make_pruner(settings)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        (None, optuna.storages.InMemoryStorage),
+        ("sqlite:///{tmp}/study.db", optuna.storages.RDBStorage),
+        ("{tmp}/deeper/journal.log", optuna.storages.JournalStorage),
+    ],
+)
+def test_storages(url: str | None, kind: type, tmp_path: Path) -> None:
+    storage = open_storage(url and url.format(tmp=tmp_path))
+    assert isinstance(storage, kind)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("study.db", "must be an RDB URL (sqlite:///study.db, postgresql://...) or a journal"),
+        ("nosuchdb://x", "cannot be opened: "),
+        ("sqlite:////nonexistent/dir/study.db", "cannot be opened: "),
+    ],
+)
+def test_a_bad_storage_is_one_line(url: str, message: str) -> None:
+    with pytest.raises(SearchSettingsError) as err:
+        open_storage(url)
+    assert str(err.value).startswith(f"hydra.sweeper.storage={url!r}: {message}")
+    assert "\n" not in str(err.value)
+
+
+def test_a_stored_study_keeps_its_direction(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/study.db"
+
+    def study(direction: str) -> optuna.Study:
+        settings = parse_settings({"storage": url, "study_name": "s", "direction": direction})
+        return open_study(
+            settings,
+            open_storage(url),
+            make_sampler(settings),
+            make_pruner(settings),
+            "unused",
+        )
+
+    study("maximize")
+    assert study("max").study_name == "s"  # loaded, same direction
+    with pytest.raises(SearchSettingsError) as err:
+        study("minimize")  # Optuna alone would load it and quietly maximize
+    assert str(err.value) == (
+        f"hydra.sweeper.direction='minimize': the study 's' in {url} was made to maximize: keep "
+        "its direction, or name another study (hydra.sweeper.study_name)"
+    )
+
+
+def test_hydras_plugin_scan_finds_the_sweeper_and_imports_no_optuna() -> None:
+    """Every Hydra process scans the plugins: the sweeper is there, Optuna (and its SQLAlchemy)
+    only once a search starts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from hydra.core.plugins import Plugins\n"
+        "from hydra.plugins.sweeper import Sweeper\n"
+        "assert 'HpsearchSweeper' in [p.__name__ for p in Plugins.instance().discover(Sweeper)]\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "print(sorted({'optuna', 'sqlalchemy', 'alembic'} & loaded))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]" and out.stderr == ""

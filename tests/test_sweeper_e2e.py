@@ -1,0 +1,263 @@
+"""hydra/sweeper=hpsearch end to end: trials streamed to the launcher's free slots, pruned from
+their reports, resumed by the same command, and batched for another launcher."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+from conftest import Runner, read_records, wait_no_tagged
+
+from hpsearch_launcher.search.algorithms import make_sampler
+from hpsearch_launcher.search.settings import parse_settings
+
+pytestmark = pytest.mark.slow
+
+SEARCH = ("hydra/sweeper=hpsearch", "hydra.sweeper.direction=maximize", "x=range(0,100)")
+
+
+def starts(marks: Path) -> list[int]:
+    path = marks / "starts.log"
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def results(tmp_path: Path) -> pd.DataFrame:
+    return pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
+
+
+def best(tmp_path: Path) -> dict:
+    """What the sweeper wrote of its best trial."""
+    return yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+
+
+def first_draws(seed: int, n: int) -> list[int]:
+    """The x values the random sampler with `seed` draws first, as the sweep's would."""
+    study = optuna.create_study(
+        sampler=make_sampler(parse_settings({"sampler": "random", "seed": seed}))
+    )
+    space = {"x": optuna.distributions.IntDistribution(0, 99)}
+    return [int(study.ask(space).params["x"]) for _ in range(n)]
+
+
+def test_a_free_slot_gets_a_new_trial_while_another_still_runs(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """Trial 0 is held; the other slot runs trials 1..4 meanwhile. Batches of two (Hydra's
+    Optuna sweeper) would wait for trial 0 before starting trial 2."""
+    seed = next(s for s in range(200) if (d := first_draws(s, 5))[0] >= 50 > max(d[1:]))
+    (marks / "hold").touch()
+    args = runner.probe_sweep(
+        marks,
+        *SEARCH,
+        "hydra.sweeper.sampler=random",
+        f"hydra.sweeper.seed={seed}",
+        "hydra.sweeper.n_trials=5",
+        "hold_from=50",
+        "hydra.launcher.n_jobs=2",
+    )
+    sweep = runner.popen(args)
+    try:
+        deadline = time.monotonic() + 90
+        while len(list(marks.glob("end-*"))) < 4:
+            assert sweep.poll() is None and time.monotonic() < deadline, "trials 1..4 did not end"
+            time.sleep(0.1)
+        assert not (marks / "end-0").exists()  # all the while, trial 0 held its slot
+    finally:
+        (marks / "hold").unlink()
+    out, _ = sweep.communicate(timeout=60)
+    assert sweep.returncode == 0, out
+    assert starts(marks)[0] == first_draws(seed, 1)[0]
+    assert len(read_records(marks)) == 5
+    assert best(tmp_path)["best_value"] == max(r["x"] for r in read_records(marks))
+
+
+def test_the_same_command_resumes_and_more_trials_search_further(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    args = runner.probe_sweep(marks, *SEARCH, "hydra.sweeper.seed=1", "hydra.launcher.n_jobs=2")
+    done = runner.run([*args, "hydra.sweeper.n_trials=4"])
+    assert done.returncode == 0, done.stdout
+    assert len(starts(marks)) == 4
+    again = runner.run([*args, "hydra.sweeper.n_trials=4"])
+    assert again.returncode == 0, again.stdout
+    assert len(starts(marks)) == 4  # a finished search starts nothing
+    assert "the search is complete (n_trials=4)" in again.stdout
+    more = runner.run([*args, "hydra.sweeper.n_trials=6"])
+    assert more.returncode == 0, more.stdout
+    assert "4 of 6 trials done, 2 to go" in more.stdout
+    frame = results(tmp_path)
+    assert len(frame) == 6 and set(frame["status"]) == {"completed"}
+    assert len(starts(marks)) == 6 and len(set(starts(marks))) == 6  # new values, not repeats
+
+
+def test_hopeless_trials_are_pruned(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    done = runner.run(
+        runner.probe_sweep(
+            marks,
+            *SEARCH,
+            "hydra.sweeper.seed=2",
+            "hydra.sweeper.n_trials=8",
+            "hydra.sweeper.pruner=median",
+            "+hydra.sweeper.pruner_args.n_startup_trials=2",
+            "steps=4",
+            "step_s=0.2",
+            "hydra.launcher.n_jobs=2",
+        )
+    )
+    assert done.returncode == 0, done.stdout
+    frame = results(tmp_path)
+    assert len(frame) == 8
+    assert set(frame["status"]) == {"completed", "pruned"}, frame
+    assert (frame["status"] == "pruned").sum() >= 1
+    best_done = frame.loc[frame["status"] == "completed", "x"].max()
+    assert frame.loc[frame["status"] == "pruned", "x"].max() < best_done
+
+
+def stop_during_the_first_trial(runner: Runner, marks: Path, args: list[str], sig: int) -> int:
+    """Run the sweep with its trials held, stop it with `sig` once the first has started,
+    release the hold: the x of the trial that was cut short."""
+    (marks / "hold").touch()
+    sweep = runner.popen(args)
+    deadline = time.monotonic() + 60
+    while not starts(marks):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    sweep.send_signal(sig)
+    out, _ = sweep.communicate(timeout=30)
+    assert sweep.returncode == (-9 if sig == signal.SIGKILL else 128 + sig), out
+    assert wait_no_tagged(runner.tag, within=10) == []
+    (marks / "hold").unlink()
+    return starts(marks)[0]
+
+
+def test_an_interrupted_trial_runs_again_with_the_same_values(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    args = runner.probe_sweep(
+        marks,
+        *SEARCH,
+        "hydra.sweeper.seed=3",
+        "hydra.sweeper.n_trials=3",
+        "hydra.launcher.n_jobs=1",
+    )
+    held = stop_during_the_first_trial(runner, marks, args, signal.SIGINT)
+    done = runner.run(args)
+    assert done.returncode == 0, done.stdout
+    assert starts(marks)[:2] == [held, held]  # run again first, with its values
+    frame = results(tmp_path)
+    assert list(frame["status"]) == ["superseded", "completed", "completed", "completed"]
+
+
+def test_a_storage_fails_and_reruns_the_trial_of_a_killed_sweep(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    args = runner.probe_sweep(
+        marks,
+        *SEARCH,
+        f"hydra.sweeper.storage={url}",
+        "hydra.sweeper.study_name=probe",
+        "hydra.sweeper.n_trials=2",
+        "hydra.launcher.n_jobs=1",
+    )
+    # SIGKILL: nothing tells the study, which keeps the trial RUNNING.
+    held = stop_during_the_first_trial(runner, marks, args, signal.SIGKILL)
+    done = runner.run(args)
+    assert done.returncode == 0, done.stdout
+    assert starts(marks)[:2] == [held, held]  # the killed trial ran again
+    study = optuna.load_study(study_name="probe", storage=url)
+    states = [t.state.name for t in study.trials]
+    assert states == ["FAIL", "COMPLETE", "COMPLETE"]  # never left RUNNING; 2 trials ended
+
+
+def test_another_launcher_gets_batches(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    done = runner.run(
+        runner.probe_sweep(
+            marks,
+            *SEARCH,
+            "hydra/launcher=basic",
+            "hydra.sweeper.n_trials=3",
+            "hydra.sweeper.n_jobs=2",
+        )
+    )
+    assert done.returncode == 0, done.stdout
+    assert "trials run in batches of hydra.sweeper.n_jobs=2" in done.stdout
+    assert len(read_records(marks)) == 3
+    assert best(tmp_path)["best_value"] == max(r["x"] for r in read_records(marks))
+
+
+def test_too_many_failures_stop_the_search_exit_1(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    done = runner.run(
+        runner.probe_sweep(
+            marks,
+            "hydra/sweeper=hpsearch",
+            "x=range(0,100,2)",  # every x fails (fail_mod=2)
+            "fail_mod=2",
+            "hydra.sweeper.n_trials=10",
+            "hydra.launcher.n_jobs=1",
+        )
+    )
+    assert done.returncode == 1, done.stdout
+    assert len(starts(marks)) == 1  # max_failure_rate=0: the first failure stops it
+    assert (
+        "hpsearch: 1 of this run's 10 trials failed, more than max_failure_rate=0.0 allows: "
+        "the search stopped; each trial's logs are in its run dir"
+    ) in done.stdout
+    assert "Leaderboard (min objective)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["x=interval(5,1)"], "hpsearch: error: x=interval(5,1) (on the command line): "),
+        (["x=range(0,10)", "hydra.sweeper.sampler=tpx"], "hpsearch: error: hydra.sweeper.sampler="),
+        (["marks=x"], "hpsearch: error: nothing to search: "),
+        (
+            ["x=range(0,10)", "hydra.launcher.prune=median"],
+            "hpsearch: error: hydra.launcher.prune='median' prunes grids only: with "
+            "hydra/sweeper=hpsearch set hydra.sweeper.pruner=median instead",
+        ),
+    ],
+)
+def test_a_bad_search_is_one_line_exit_2_before_any_job(
+    runner: Runner, marks: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = runner.run(runner.probe_sweep(marks, "hydra/sweeper=hpsearch", *args))
+    assert done.returncode == 2, done.stdout
+    assert done.stdout.strip().startswith(message), done.stdout
+    assert len(done.stdout.strip().splitlines()) == 1
+    assert not starts(marks)
+
+
+def test_hpsearch_searches_and_prunes_maximising_val_accuracy(
+    runner: Runner, tmp_path: Path
+) -> None:
+    """The issue's command, small: the direction follows objective.mode (max)."""
+    done = runner.run(
+        [
+            "-m",
+            "hpsearch",
+            "--multirun",
+            "hydra/sweeper=hpsearch",
+            "hydra.sweeper.n_trials=4",
+            "hydra.sweeper.pruner=median",
+            "lr=tag(log,interval(1e-4,1e-1))",
+            "batch=choice(32,64,128)",
+            "device=cpu",
+            "epochs=2",
+            "hydra.sweep.dir=sweep",
+        ]
+    )
+    assert done.returncode == 0, done.stdout
+    assert "MedianPruner, maximize" in done.stdout
+    frame = results(tmp_path)
+    assert len(frame) == 4
+    finished = frame[frame["status"] == "completed"]
+    assert best(tmp_path)["best_value"] == pytest.approx(finished["objective"].astype(float).max())
