@@ -13,6 +13,15 @@ lifetimes added up, from results.csv or Ray Tune's own records), slot utilisatio
 Contenders:
   grid                 hpsearch, the plain grid (Hydra's basic sweeper), no pruning
   grid median          the same with hydra.launcher.prune=median
+  search               hydra/sweeper=hpsearch: 64 TPE trials (seeded) over lr in
+                       tag(log, interval(1e-5, 1e-1)) x batch in choice(32, 64, 128, 256),
+                       asked as slots free; no pruning
+  search median, search sh
+                       the same with hydra.sweeper.pruner=median / successive_halving
+  hydra optuna         Hydra's Optuna sweeper (hydra-optuna-sweeper, optuna<3, in its own venv
+                       .venv-hydra-optuna: tests/hydra_optuna_venv.py) on the hpsearch launcher,
+                       the same space and seed, n_jobs=8 trials per batch; no pruning (it has
+                       none)
   ray tune asha        Ray Tune, the same 64 configs (grid_search), ASHA on the same reports,
                        max_concurrent_trials=8, reuse_actors=False (a fresh process per trial,
                        the setting that gives GPU memory back); needs `ray[tune]`: it runs in
@@ -95,9 +104,39 @@ def summary(first: float, last: float, busy: float, best: float, trials: int) ->
     }
 
 
-def run_hpsearch(work: Path, *extra: str) -> dict[str, float]:
+SPACE = ["lr=tag(log,interval(1e-5,1e-1))", "batch=choice(32,64,128,256)"]
+
+
+def search_args(out: Path, python: str, *extra: str) -> list[str]:
+    return [
+        python,
+        str(APP),
+        "--multirun",
+        *SPACE,
+        "hydra.sweeper.n_trials=64",
+        "hydra.sweeper.direction=maximize",
+        f"epochs={EPOCHS}",
+        f"epoch_s={EPOCH_S}",
+        f"hydra.sweep.dir={out}",
+        f"hydra.launcher.n_jobs={SLOTS}",
+        "hydra.launcher.gpus=[]",
+        *extra,
+    ]
+
+
+def hydra_optuna_python() -> str:
+    sys.path.insert(0, str(REPO / "tests"))
+    from hydra_optuna_venv import make_venv
+
+    return str(make_venv() / "bin" / "python")
+
+
+def run_hpsearch(work: Path, *extra: str, args: list[str] | None = None) -> dict[str, float]:
     out = work / "sweep"
-    done = subprocess.run(grid_args(out, *extra), check=True, capture_output=True, cwd=work)
+    command = args if args is not None else grid_args(out, *extra)
+    done = subprocess.run(command, capture_output=True, cwd=work)
+    if done.returncode:
+        raise SystemExit(f"{command} failed:\n{done.stdout[-3000:]!r}\n{done.stderr[-3000:]!r}")
     log = done.stdout.decode() + done.stderr.decode()
     result = from_results(out / "results.csv", log)
     latencies = prune_latencies(log)
@@ -192,9 +231,28 @@ def run_tune(work: Path) -> dict[str, float]:
     return summary(r["first"], r["last"], r["busy"], r["best"], r["n"])
 
 
+def run_search(work: Path, *extra: str) -> dict[str, float]:
+    ours = ["hydra/sweeper=hpsearch", "hydra.sweeper.seed=0", *extra]
+    return run_hpsearch(work, args=search_args(work / "sweep", sys.executable, *ours))
+
+
+def run_hydra_optuna(work: Path) -> dict[str, float]:
+    theirs = [
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.sampler.seed=0",
+        f"hydra.sweeper.n_jobs={SLOTS}",
+    ]
+    python = hydra_optuna_python()
+    return run_hpsearch(work, args=search_args(work / "sweep", python, *theirs))
+
+
 CONTENDERS = {
     "grid": lambda work: run_hpsearch(work),
     "grid median": lambda work: run_hpsearch(work, "hydra.launcher.prune=median"),
+    "search": lambda work: run_search(work),
+    "search median": lambda work: run_search(work, "hydra.sweeper.pruner=median"),
+    "search sh": lambda work: run_search(work, "hydra.sweeper.pruner=successive_halving"),
+    "hydra optuna": run_hydra_optuna,
     "ray tune asha": run_tune,
 }
 

@@ -13,9 +13,9 @@ from conftest import Runner
 
 from hpsearch_launcher import channel, report, should_stop
 from hpsearch_launcher.contract import REPORTS, STOP_FILE
-from hpsearch_launcher.execute.reports import ReportReader
 from hpsearch_launcher.plan.pruning import MedianRule
 from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
+from hpsearch_launcher.record.reports import ReportReader
 
 
 @pytest.mark.parametrize(

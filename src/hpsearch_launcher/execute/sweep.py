@@ -11,8 +11,7 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import cloudpickle
@@ -22,43 +21,21 @@ from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
 from ..plan.settings import LauncherSettings
-from ..plan.slots import SlotPool, device_label
+from ..plan.slots import SlotPool, device_label, spare_counts
 from ..record.progress import SweepState, make_progress
 from ..record.recorder import Recorder
+from ..record.reports import ReportReader
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
-from .backend import EnvKey, Execution, JobHandle, JobSpec, env_key
-from .failures import Retry, is_out_of_memory, retry_kind
-from .reports import ReportReader
+from .backend import EnvKey, Execution, JobSpec, env_key
+from .room import Room
+from .run import Run, pruned
 from .signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
 
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
-REFRESH_S = 5.0  # how often a cluster is asked whether it has more room (nodes that joined)
-
-
-@dataclass
-class Run:
-    """What happens to one job while the sweep runs (the job itself does not change)."""
-
-    job: Job
-    device: str = ""
-    handle: JobHandle | None = None
-    started: float = 0.0  # monotonic, of the current attempt
-    started_wall: float = 0.0
-    deadline: float | None = None
-    attempts: int = 0  # attempts started so far
-    oom_attempts: int = 0  # of those, attempts that ran out of memory
-    lost_attempts: int = 0  # of those, attempts whose node left the cluster
-    whole: bool = False  # the next attempt gets its device alone (after running out of memory)
-    errors: list[str] = field(default_factory=list)  # why earlier attempts failed
-    dir: Path | None = None  # claimed when the job first starts
-    key: Hashable = None  # the source's handle for the job
-    reports: ReportReader | None = None  # what the job reported (its run dir's reports file)
-    pruned: str = ""  # why the source ended it ("": it was not)
-    kill_at: float | None = None  # pruned: when its process tree is ended if still there
 
 
 class Sweep:
@@ -84,10 +61,9 @@ class Sweep:
         self.backend = execution.backend
         self.pool = SlotPool(execution.groups, execution.slots)
         self.recorder = recorder
-        self._refreshed = time.monotonic()
         self.stop = StopRequest()
         self._state = SweepState(total=total or 0, slots=len(self.pool.groups) * self.pool.slots)
-        self._freed = True  # a slot freed since the GPUs' free memory was last asked
+        self.room = Room(execution, self.pool, self._state)
 
     def run(self) -> None:
         progress = make_progress(self.pool.groups)
@@ -97,8 +73,9 @@ class Sweep:
                     dry = self._ask()
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
-                    self._check_memory()
-                    self._grow()
+                    if self.queue or not self.source.exhausted():  # jobs wait for a slot
+                        self.room.check(self._our_pids())
+                        self.room.grow()
                     self._start_ready()
                     if self.execution.warm:
                         self.backend.prepare(self._spares_wanted())
@@ -150,55 +127,8 @@ class Sweep:
             self._state.running.setdefault(run.device, []).append(run.job.label)
         return self._state
 
-    def _check_memory(self) -> None:
-        """Close the free slots of groups whose GPU lacks a job's share of free memory (other
-        users' processes hold it), and open them again when it is back; the execution says
-        which, and how often it asks."""
-        if not self.queue and self.source.exhausted():
-            return  # nothing waits for a slot: nothing to decide
-        ours = [pid for run in self.running.values() if run.handle for pid in run.handle.pids()]
-        room = self.execution.memory_room(self.pool.busy, ours, fresh=self._freed)
-        if room is None:
-            return
-        self._freed = False
-        for group in self.pool.groups:
-            if group not in room:
-                if self.pool.limits.pop(group, None) is not None:
-                    log.info("hpsearch: %s has room again", device_label(group))
-                    self._state.waiting.pop(group, None)
-                continue
-            fits, why = room[group]
-            if fits == 0 and group not in self._state.waiting:
-                log.warning(
-                    "hpsearch: %s waits for free memory: %s; the other GPUs go on",
-                    device_label(group),
-                    why,
-                )
-            if fits == 0:
-                self._state.waiting[group] = why
-            else:
-                self._state.waiting.pop(group, None)
-            self.pool.limit(group, self.pool.busy[group] + fits)
-
-    def _grow(self) -> None:
-        """Take on the room the execution gained (a cluster's new nodes) while jobs queue."""
-        now = time.monotonic()
-        if not self.queue or now - self._refreshed < REFRESH_S:
-            return
-        self._refreshed = now
-        try:
-            grown = self.execution.grown()
-        except Exception as err:  # the cluster could not say: go on with what there is
-            log.warning("hpsearch: could not ask the cluster for its size: %r", err)
-            return
-        if grown is None:
-            return
-        before = len(self.pool.groups) * self.pool.slots
-        self.pool.grow(*grown)
-        after = len(self.pool.groups) * self.pool.slots
-        if after > before:
-            self._state.slots = after
-            log.info("hpsearch: the cluster grew: %d jobs at a time (%d before)", after, before)
+    def _our_pids(self) -> list[int]:
+        return [pid for run in self.running.values() if run.handle for pid in run.handle.pids()]
 
     def _start_ready(self) -> None:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the
@@ -241,19 +171,14 @@ class Sweep:
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
     def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
-        """Warm start: one spare per busy slot, for as many jobs as are still to start (queued,
-        or still with the source), in the order the round-robin will hand them out. Free slots
-        need none (the queue would have filled them); a group draining for a job alone gets
-        none until it is done."""
-        wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
-        more = self.source.remaining()  # jobs the source has not given yet
+        """Warm start: the spares each slot group wants (plan.slots.spare_counts), for the
+        jobs still to start: queued, or still with the source."""
+        more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
         left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
-        for device in self.pool.in_turn():
-            count = 0 if device in self.pool.reserved else min(self.pool.busy[device], left)
-            if count:
-                env = self.execution.job_env(device)
-                wanted[env_key(env)] = (env, count)
-                left -= count
+        wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
+        for group, count in spare_counts(self.pool, left):
+            env = self.execution.job_env(group)
+            wanted[env_key(env)] = (env, count)
         return wanted
 
     def _claim_dir(self, job: Job) -> Path:
@@ -328,7 +253,7 @@ class Sweep:
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
-        self._freed = True
+        self.room.freed = True
         if retry and not outcome.ended and self._retry(run, outcome):
             return
         job = run.job
@@ -369,19 +294,9 @@ class Sweep:
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone on its device after running
         out of memory, else as before."""
-        tail = run.handle.log_tail() if run.handle is not None else ""
-        oom = is_out_of_memory(outcome, tail)
-        run.oom_attempts += oom
-        run.lost_attempts += outcome.ending is Ending.LOST
-        kind = retry_kind(
-            outcome, oom, run.attempts, run.oom_attempts, self.settings, run.lost_attempts
-        )
+        kind = run.failed(outcome, self.settings)
         if kind is None:
             return False
-        prefix = "out of memory: " if oom else ""
-        seconds = time.monotonic() - run.started
-        run.errors.append(f"attempt {run.attempts} ({seconds:.1f}s): {prefix}{outcome.reason}")
-        run.whole = kind is Retry.ALONE
         if run.whole:
             self.whole_queue.append(run)
             log.warning(
@@ -436,12 +351,6 @@ class Sweep:
             log.error("hpsearch: could not record the ended jobs: %r", again)
             # If ending failed too, whatever is left is ended once more, without recording.
             self.backend.end([r.handle for r in self.running.values() if r.handle], 1.0)
-
-
-def pruned(run: Run, outcome: Outcome) -> Outcome:
-    """How a job the source pruned ended: pruned, whatever its process did once asked to stop
-    (a task that saw `should_stop()` returns; one that did not is ended)."""
-    return Outcome(Ending.PRUNED, detail=run.pruned, placement=outcome.placement)
 
 
 def _short(value: object) -> str:

@@ -153,3 +153,17 @@ class SlotPool:
         if self.busy.get(group, 0) < (self.slots if whole else 1):
             raise RuntimeError(f"release({group!r}) without a slot taken on it")
         self.busy[group] = 0 if whole else self.busy[group] - 1
+
+
+def spare_counts(pool: SlotPool, left: int) -> list[tuple[str, int]]:
+    """Warm start: how many spare processes each group wants made ahead: one per busy slot,
+    for at most `left` jobs still to start, in the order the round-robin will hand them out.
+    Free slots need none (the queue fills them at once); a group draining for a job alone
+    gets none until it is done."""
+    counts = []
+    for group in pool.in_turn():
+        count = 0 if group in pool.reserved else min(pool.busy[group], left)
+        if count:
+            counts.append((group, count))
+            left -= count
+    return counts

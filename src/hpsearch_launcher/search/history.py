@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..contract import REPORTS_FILE
 from ..outcome import Status
 from ..plan.naming import split_override
+from ..record.reports import ReportReader
 from ..record.table import ResultsTable
 from .objective import objective_values
 from .space import SearchSpace
@@ -128,16 +129,8 @@ def _trial(
 def _reports(run_dir: Path) -> dict[int, float]:
     """step -> value, as the job reported them (its reports file; empty if it has none)."""
     curve: dict[int, float] = {}
-    try:
-        lines = (run_dir / REPORTS_FILE).read_text().splitlines()
-    except OSError:
-        return curve
-    for line in lines:
-        try:
-            item = json.loads(line)
-            curve.setdefault(int(item["step"]), float(item["value"]))
-        except (ValueError, TypeError, KeyError):
-            continue  # a torn last line (the job was killed while writing): skip it
+    for step, value in ReportReader(run_dir / REPORTS_FILE).read():
+        curve.setdefault(step, value)
     return curve
 
 

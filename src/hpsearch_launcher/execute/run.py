@@ -1,0 +1,63 @@
+"""What happens to one job while the sweep runs: its attempts, where, since when, what it
+reported, why it was pruned. The job itself (plan.jobs.Job) never changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..outcome import Ending, Outcome
+from ..plan.jobs import Job
+from ..plan.settings import LauncherSettings
+from ..record.reports import ReportReader
+from .backend import JobHandle
+from .failures import Retry, is_out_of_memory, retry_kind
+
+
+@dataclass
+class Run:
+    """What happens to one job while the sweep runs (the job itself does not change)."""
+
+    job: Job
+    device: str = ""
+    handle: JobHandle | None = None
+    started: float = 0.0  # monotonic, of the current attempt
+    started_wall: float = 0.0
+    deadline: float | None = None
+    attempts: int = 0  # attempts started so far
+    oom_attempts: int = 0  # of those, attempts that ran out of memory
+    lost_attempts: int = 0  # of those, attempts whose node left the cluster
+    whole: bool = False  # the next attempt gets its device alone (after running out of memory)
+    errors: list[str] = field(default_factory=list)  # why earlier attempts failed
+    dir: Path | None = None  # claimed when the job first starts
+    key: Hashable = None  # the source's handle for the job
+    reports: ReportReader | None = None  # what the job reported (its run dir's reports file)
+    pruned: str = ""  # why the source ended it ("": it was not)
+    kill_at: float | None = None  # pruned: when its process tree is ended if still there
+
+    def failed(self, outcome: Outcome, settings: LauncherSettings) -> Retry | None:
+        """Count a failed attempt (out of memory? its node lost?); how it runs again, if the
+        policy allows (then why it failed is kept for its row)."""
+        tail = self.handle.log_tail() if self.handle is not None else ""
+        oom = is_out_of_memory(outcome, tail)
+        self.oom_attempts += oom
+        self.lost_attempts += outcome.ending is Ending.LOST
+        kind = retry_kind(
+            outcome, oom, self.attempts, self.oom_attempts, settings, self.lost_attempts
+        )
+        if kind is not None:
+            prefix = "out of memory: " if oom else ""
+            seconds = time.monotonic() - self.started
+            self.errors.append(
+                f"attempt {self.attempts} ({seconds:.1f}s): {prefix}{outcome.reason}"
+            )
+            self.whole = kind is Retry.ALONE
+        return kind
+
+
+def pruned(run: Run, outcome: Outcome) -> Outcome:
+    """How a job the source pruned ended: pruned, whatever its process did once asked to stop
+    (a task that saw `should_stop()` returns; one that did not is ended)."""
+    return Outcome(Ending.PRUNED, detail=run.pruned, placement=outcome.placement)
