@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import random
 import subprocess
@@ -387,3 +388,41 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert ranked_objectives(done.stdout)[0] == "0.9500"
     assert_png(sweep_dir / "report.png")
+
+
+def test_the_learning_curve_panel_draws_what_runs_reported_pruned_ones_apart(
+    tmp_path: Path,
+) -> None:
+    """Runs that reported a curve (reports.jsonl in their run dir) get one line each in a
+    "learning curves" panel; a pruned run's is grey and dotted, with a cross where it stopped;
+    a run that reported nothing draws no line there."""
+    runs = [
+        ("0.001", "mlp", "completed", "0.9", ""),
+        ("0.01", "mlp", "completed", "0.8", ""),
+        ("0.1", "mlp", "pruned", "", "pruned at step 1 (reported 0.2)"),
+        ("0.5", "mlp", "completed", "0.5", ""),  # reported nothing
+    ]
+    sweep_dir = make_sweep(tmp_path / "sweep", runs)
+    for job, curve in enumerate([[0.5, 0.8, 0.9], [0.4, 0.7, 0.8], [0.1, 0.2]]):
+        run_dir = sweep_dir / str(job)
+        run_dir.mkdir()
+        lines = [json.dumps({"step": s, "value": v}) for s, v in enumerate(curve)]
+        (run_dir / "reports.jsonl").write_text("\n".join(lines) + "\n")
+    fig = build_figure(load_sweep(sweep_dir))
+    (panel,) = [ax for ax in fig.axes if ax.get_title() == "learning curves"]
+    drawn = [line for line in panel.get_lines() if len(line.get_xdata()) > 1]
+    assert len(drawn) == 3
+    dotted = [line for line in drawn if line.get_linestyle() == ":"]
+    assert len(dotted) == 1 and list(dotted[0].get_ydata()) == [0.1, 0.2]
+    crosses = [
+        line
+        for line in panel.get_lines()
+        if line.get_marker() == "x" and len(line.get_xdata()) == 1
+    ]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1]
+    assert "pruned (1)" in [t.get_text() for t in panel.get_legend().get_texts()]
+
+
+def test_no_learning_curve_panel_when_nothing_was_reported(tmp_path: Path) -> None:
+    fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep")))
+    assert "learning curves" not in [ax.get_title() for ax in fig.axes]

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch.report_axes import Axis, Sweep, param_axis, scatter_pair
+from hpsearch.report_curves import draw_curves, load_curves
 from hpsearch.report_panels import (
     MAX_LISTED_FAILURES,
     draw_marginal,
@@ -143,6 +144,7 @@ def load_sweep(sweep_dir: Path) -> Sweep:
         scores=[_score(r) if r.get("status") in DONE else math.nan for r in rows],
         columns=summary_options(cfg)[1],
         superseded=[r for r in every if r.get("status") == SUPERSEDED],
+        curves=load_curves(sweep_dir, rows),
     )
 
 
@@ -213,13 +215,17 @@ def build_figure(sweep: Sweep) -> Figure:
     panels = len(axes) + (pair is not None)
     ncols = min(MAX_COLUMNS, panels)
     parallel = len(sweep.params) >= 2
-    heights = [PARALLEL_HEIGHT] * parallel + [PANEL_SIZE[1]] * math.ceil(panels / ncols)
+    curves = bool(sweep.curves)
+    heights = [PARALLEL_HEIGHT] * (parallel + curves) + [PANEL_SIZE[1]] * math.ceil(panels / ncols)
     width = max(PANEL_SIZE[0] * ncols, PARALLEL_AXIS_WIDTH * (len(axes) + 1) * parallel)
     fig = plt.figure(figsize=(width, sum(heights) + 0.5), layout="constrained")
     grid = fig.add_gridspec(len(heights), ncols, height_ratios=heights)
     if parallel:
         draw_parallel(fig, fig.add_subplot(grid[0, :]), axes, sweep)
-    slots = [grid[parallel + k // ncols, k % ncols] for k in range(panels)]
+    if curves:
+        draw_curves(fig.add_subplot(grid[parallel, :]), sweep)
+    top = parallel + curves
+    slots = [grid[top + k // ncols, k % ncols] for k in range(panels)]
     if pair is not None:
         draw_scatter(fig, fig.add_subplot(slots.pop()), pair, axes, sweep)
     ylim = y_limits(sweep)

@@ -38,6 +38,8 @@ class Sweep:
     columns: list[str] = field(default_factory=list)  # the leaderboard's, beside the objective
     # Rows of an earlier run's unfinished jobs that a later run ran again: history, not runs.
     superseded: list[dict[str, str]] = field(default_factory=list)
+    # Row index -> [(step, value), ...]: what each run reported as it trained (if it did).
+    curves: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
     @property
     def finished(self) -> list[int]:

@@ -1,6 +1,7 @@
 """Reading a finished (or running) sweep's records from disk: for reports and notebooks.
 
 frame = read_results(sweep_dir)        # results.csv as a pandas DataFrame, stable types
+curve = read_curve(run_dir)            # [(step, value), ...] a job reported (report())
 table = ResultsTable.load(sweep_dir)   # results.csv, checked
 print(leaderboard(list(table.rows.values()), table.params, "max"))
 """
@@ -10,8 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .contract import REPORTS_FILE
 from .outcome import DONE, SUPERSEDED, Status
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
+from .record.reports import ReportReader
 from .record.rows import finite
 from .record.table import FILENAME, STATUS, TAIL, ResultsFileError, ResultsTable
 
@@ -27,6 +30,7 @@ __all__ = [
     "leaderboard",
     "objective",
     "ranked",
+    "read_curve",
     "read_results",
     "summary_options",
     "unfinished",
@@ -69,3 +73,8 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def read_curve(run_dir: str | Path) -> list[tuple[int, float]]:
+    """What a job reported (`hpsearch_launcher.report`), in order: [] if it reported nothing."""
+    return ReportReader(Path(run_dir) / REPORTS_FILE).read()
