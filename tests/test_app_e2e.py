@@ -40,6 +40,8 @@ COLUMNS = [
     "train_loss",
     "val_accuracy",
     "val_loss",
+    "last_step",  # the trainer reports its objective each epoch (hpsearch_launcher.report)
+    "last_value",
     "device",
     "start",
     "end",
