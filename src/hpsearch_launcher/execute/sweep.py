@@ -121,7 +121,10 @@ class Sweep:
     @property
     def state(self) -> SweepState:
         """The counts kept as jobs end, with the queue and the running jobs read as they are."""
-        self._state.queued = len(self.queue) + len(self.whole_queue)
+        # Jobs still to start: queued here, or still with the source (when it can say).
+        self._state.queued = (
+            len(self.queue) + len(self.whole_queue) + (self.source.remaining() or 0)
+        )
         self._state.running = {}
         for run in self.running.values():
             self._state.running.setdefault(run.device, []).append(run.job.label)
@@ -319,7 +322,7 @@ class Sweep:
             "hpsearch: %s: stopping %d running jobs, %d never started",
             self.stop.name,
             len(self.running),
-            len(self.queue) + len(self.whole_queue),
+            self.state.queued,
         )
         self._end_running(f"interrupted by {self.stop.name}")
         log.error("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
