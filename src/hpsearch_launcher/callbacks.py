@@ -23,9 +23,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from .output_dir import OutputDirError
 from .record.leaderboard import leaderboard, study_note, summary_options, superseded, unfinished
 from .record.resume_command import resume_hint
 from .record.table import ResultsTable
+from .sweep_dir import SweepDirBefore
 
 log = logging.getLogger("hpsearch.sweep")
 
@@ -37,7 +39,12 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Before the sweeper starts: Optuna opens its study first, and a sqlite study kept in
-        # the sweep dir (sqlite:///${hydra.sweep.dir}/study.db) needs the dir to be there.
+        # the sweep dir (sqlite:///${hydra.sweep.dir}/study.db) needs the dir to be there. How
+        # it was before is remembered, for a refusal to put back.
+        try:
+            SweepDirBefore.remember(config)
+        except OutputDirError:
+            return  # the launcher says why in one line, before anything is made
         Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -22,6 +22,9 @@ from .record.lock import LOCK_FILE, SweepDirLocked, hold_sweep_dir
 MULTIRUN_YAML = "multirun.yaml"  # the basic sweeper's copy of the sweep's config
 # All that a refused sweep's new dir holds: the sweeper's copy of the config, and the lock.
 LITTER = frozenset({MULTIRUN_YAML, LOCK_FILE})
+_REMEMBERED: dict[
+    Path, SweepDirBefore
+] = {}  # looked at before the sweeper (SweepDirBefore.remember)
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,21 @@ class SweepDirBefore:
     config: str | None  # that multirun.yaml's text (None if unreadable: left alone)
 
     @classmethod
+    def remember(cls, config: DictConfig) -> None:
+        """Look now, for the launcher's setup() to find: something runs before the sweeper
+        that makes the dir itself (the summary callback, for a study kept in it)."""
+        seen = cls._see(config)
+        _REMEMBERED[seen.path.resolve()] = seen
+
+    @classmethod
     def look(cls, config: DictConfig) -> SweepDirBefore:
-        """OutputDirError if the sweep dir cannot be made or written in; else how it is."""
+        """OutputDirError if the sweep dir cannot be made or written in; else how it was
+        before this sweep touched it (as remembered, if something looked earlier)."""
+        path = Path(str(config.hydra.sweep.dir))
+        return _REMEMBERED.pop(path.resolve(), None) or cls._see(config)
+
+    @classmethod
+    def _see(cls, config: DictConfig) -> SweepDirBefore:
         path = Path(str(config.hydra.sweep.dir))
         made = dirs_to_make(path, "hydra.sweep.dir")
         earlier = path / MULTIRUN_YAML
