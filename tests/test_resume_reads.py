@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import PROBE, Runner, wait_no_tagged
+from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 
 # -- a sweep interrupted, then resumed by the command it printed --------------------------------
 
@@ -168,8 +169,13 @@ def test_a_failed_sweep_prints_the_command_that_resumes_it(
 
 @pytest.mark.slow
 def test_an_optuna_study_kept_in_its_sweep_dir_and_its_best_named_apart(
-    runner: Runner, marks: Path, tmp_path: Path
+    runner: Runner,
+    marks: Path,
+    tmp_path: Path,
+    hydra_optuna_python: Path,  # noqa: F811
 ) -> None:
+    runner.python = str(hydra_optuna_python)  # Hydra's Optuna sweeper: optuna < 3
+
     def run(sweep: str, storage: str, seed: int) -> str:
         result = runner.run(
             runner.probe_sweep(
