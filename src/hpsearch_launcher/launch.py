@@ -11,7 +11,8 @@ import itertools
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +47,8 @@ def launch(
 ) -> list[JobReturn]:
     """A sweeper's batch: every job composed and checked first, then run; one JobReturn per
     job, in input order."""
-    config, settings, task = _setup(launcher)
-    # This machine's devices are checked before results.csv is touched; a Ray cluster is
-    # joined only once every job's config has been found good.
-    execution: Execution | None = (
-        machine_execution(settings, task) if settings.backend == "local" else None
-    )
-    try:
-        opened = launcher.records is None
-        recorder = _records(launcher, config, settings)
+
+    def batch(config: DictConfig, settings: LauncherSettings, recorder: Recorder) -> Feed:
         jobs = compose_jobs(
             config,
             launcher.hydra_context.config_loader,
@@ -65,17 +59,13 @@ def launch(
             recorder.resumable() if settings.resume else {},
         )
         recorder.next_job += sum(job.previous is None for job in jobs)
-        execution = execution or _ray(settings, task, config)
-        if opened and not settings.resume:  # the sweep will run: nothing refused it
-            set_aside_earlier(recorder.table)
-        _announce(execution, f"{len(jobs)} jobs", config)
         source = BatchSource(jobs, settings)
-        _run(Sweep(settings, execution, recorder, source, source.job, total=len(jobs)), config)
-    finally:
-        if execution is not None:
-            execution.backend.close()
-    returns: list[JobReturn] = source.returns
-    if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(jobs)):
+        return Feed(source, source.job, len(jobs), f"{len(jobs)} jobs")
+
+    config, recorder, feed = _sweep(launcher, batch)
+    assert isinstance(feed.source, BatchSource)
+    returns: list[JobReturn] = feed.source.returns
+    if sweeper_stops(config, sum(r.status.name == "FAILED" for r in returns), len(returns)):
         report_failures(config, recorder)
     return returns
 
@@ -83,13 +73,8 @@ def launch(
 def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: int | None) -> None:
     """A sweeper's stream: jobs asked from `source` whenever a slot is free, each composed
     and checked when it is asked; every report and end goes back to it as it happens."""
-    config, settings, task = _setup(launcher)
-    execution: Execution | None = (
-        machine_execution(settings, task) if settings.backend == "local" else None
-    )
-    try:
-        opened = launcher.records is None
-        recorder = _records(launcher, config, settings)
+
+    def asked(config: DictConfig, settings: LauncherSettings, recorder: Recorder) -> Feed:
         factory = JobFactory(
             config,
             launcher.hydra_context.config_loader,
@@ -97,21 +82,52 @@ def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: i
             set(swept_keys),
             recorder.resumable() if settings.resume else {},
         )
-        asked = itertools.count()
+        count = itertools.count()
 
         def make_job(ask: Ask) -> Job:
-            job = factory.make(next(asked), ask.overrides, recorder.next_job)
+            job = factory.make(next(count), ask.overrides, recorder.next_job)
             recorder.next_job += job.previous is None
             return job
 
+        return Feed(source, make_job, total, "jobs as they are asked")
+
+    _sweep(launcher, asked)
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What a sweep runs: its source, how an asked job is made, how many, in words."""
+
+    source: JobSource
+    make_job: Callable[[Ask], Job]
+    total: int | None
+    what: str
+
+
+def _sweep(
+    launcher: Any, prepare: Callable[[DictConfig, LauncherSettings, Recorder], Feed]
+) -> tuple[DictConfig, Recorder, Feed]:
+    """The part launch() and stream() share: settings, this machine's devices (checked before
+    results.csv is touched), the records, the jobs' feed from `prepare`, then a Ray cluster
+    (joined only once the feed is found good) and the sweep itself."""
+    config, settings, task = _setup(launcher)
+    execution: Execution | None = (
+        machine_execution(settings, task) if settings.backend == "local" else None
+    )
+    try:
+        opened = launcher.records is None
+        recorder = _records(launcher, config, settings)
+        feed = prepare(config, settings, recorder)
         execution = execution or _ray(settings, task, config)
-        if opened and not settings.resume:
+        if opened and not settings.resume:  # the sweep will run: nothing refused it
             set_aside_earlier(recorder.table)
-        _announce(execution, "jobs as they are asked", config)
-        _run(Sweep(settings, execution, recorder, source, make_job, total=total), config)
+        _announce(execution, feed.what, config)
+        sweep = Sweep(settings, execution, recorder, feed.source, feed.make_job, feed.total)
+        _run(sweep, config)
     finally:
         if execution is not None:
             execution.backend.close()
+    return config, recorder, feed
 
 
 def _setup(launcher: Any) -> tuple[DictConfig, LauncherSettings, bytes]:
