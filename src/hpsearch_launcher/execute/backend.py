@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -143,12 +143,13 @@ class Execution:
         return env
 
     def memory_room(
-        self, busy: Mapping[str, int], ours: Collection[int], fresh: bool
+        self, busy: Mapping[str, int], ours: Callable[[], Collection[int]], fresh: bool
     ) -> dict[str, tuple[int, str]] | None:
         """For the groups with a free slot whose GPU's free memory fits fewer jobs than their
         free slots: how many more jobs fit now, and why no more; None when not asked this time
         (`fresh`: a slot freed since the last answer, ask now). `busy`: jobs per group;
-        `ours`: our running jobs' pids (their memory is not other users')."""
+        `ours()`: our running jobs' pids (their memory is not other users'), asked only when
+        NVML is (finding a job's process tree is not free, and the loop asks every step)."""
         return None
 
     def grown(self) -> tuple[tuple[str, ...], int] | None:

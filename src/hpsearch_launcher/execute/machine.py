@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from .. import nvml
@@ -27,20 +27,22 @@ class MachineExecution(Execution):
     _asked: float = -MEMORY_POLL_S
 
     def memory_room(
-        self, busy: Mapping[str, int], ours: Collection[int], fresh: bool
+        self, busy: Mapping[str, int], ours: Callable[[], Collection[int]], fresh: bool
     ) -> dict[str, tuple[int, str]] | None:
         now = time.monotonic()
         if not self.gate or (not fresh and now - self._asked < MEMORY_POLL_S):
             return None
         self._asked = now
         room = {}
+        pids: Collection[int] | None = None
         for group in self.groups:
             total = self.memory_total.get(group)
             if total is None or busy[group] >= self.slots:
                 continue
             share = memory_limit_mb(self.settings.fraction, total)
             # Looked up at call time: the tests stand a fake NVML in for the real one.
-            memory = nvml.nvml_memory(group, ours)
+            pids = ours() if pids is None else pids
+            memory = nvml.nvml_memory(group, pids)
             fits = jobs_that_fit(memory, busy[group], share)
             if memory is not None and fits is not None and fits < self.slots - busy[group]:
                 free_mb = max(0, room_mb(memory, busy[group], share))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState
@@ -26,8 +26,8 @@ class Room:
         self.freed = True  # a slot freed since the GPUs' free memory was last asked
         self._refreshed = time.monotonic()
 
-    def check(self, ours: Collection[int]) -> None:
-        """Limit each group to the jobs its GPU's free memory fits (`ours`: our running jobs'
+    def check(self, ours: Callable[[], Collection[int]]) -> None:
+        """Limit each group to the jobs its GPU's free memory fits (`ours()`: our running jobs'
         pids: their memory is not other users'); lift the limit when the room is back."""
         room = self.execution.memory_room(self.pool.busy, ours, fresh=self.freed)
         if room is None:

@@ -74,7 +74,7 @@ class Sweep:
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
                     if self.queue or not self.source.exhausted():  # jobs wait for a slot
-                        self.room.check(self._our_pids())
+                        self.room.check(self._our_pids)
                         self.room.grow()
                     self._start_ready()
                     if self.execution.warm:
