@@ -71,7 +71,9 @@ def test_a_free_slot_gets_a_new_trial_while_another_still_runs(
         (marks / "hold").unlink()
     out, _ = sweep.communicate(timeout=60)
     assert sweep.returncode == 0, out
-    assert starts(marks)[0] == first_draws(seed, 1)[0]
+    # Trials 0 and 1 start together on the two slots, so either may log first; all five ran.
+    assert first_draws(seed, 1)[0] in starts(marks)[:2]
+    assert sorted(starts(marks)) == sorted(first_draws(seed, 5))
     assert len(read_records(marks)) == 5
     assert best(tmp_path)["best_value"] == max(r["x"] for r in read_records(marks))
 
