@@ -19,7 +19,7 @@ from apps.probe import probe
 from conftest import PROBE, read_records, role
 
 from hpsearch_launcher import nvml
-from hpsearch_launcher.execute import machine
+from hpsearch_launcher.execute import room
 from hpsearch_launcher.execute.sweep import POLL_S
 from hpsearch_launcher.nvml import GpuMemory
 from hpsearch_launcher.plan.memory import jobs_that_fit, room_mb
@@ -87,7 +87,7 @@ def use_fake_nvml(monkeypatch: pytest.MonkeyPatch, fake: object) -> None:
     monkeypatch.setattr(nvml, "nvml_gpu_ids", lambda: ["0", "1"])
     monkeypatch.setattr(nvml, "nvml_memory", fake)
     monkeypatch.setattr(nvml, "nvml_total_mb", lambda gpu: 1000)
-    monkeypatch.setattr(machine, "MEMORY_POLL_S", 0.0)
+    monkeypatch.setattr(room, "MEMORY_POLL_S", 0.0)
 
 
 @pytest.fixture
@@ -258,7 +258,7 @@ def stand_in_pynvml(init_fails: bool = False) -> SimpleNamespace:
 def test_nvml_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml())
     assert nvml.nvml_total_mb("0") == nvml.nvml_total_mb("GPU-1a") == 1000
-    assert nvml.nvml_memory("0", [42]) == GpuMemory(1000, 700, 400, True)
+    assert nvml.nvml_memory("0", [42]) == GpuMemory(1000, 700, 400, True, {42: 400})
     assert nvml.nvml_memory("0", [5]) == GpuMemory(1000, 700, 0, False)
     assert nvml.nvml_total_mb("3") is None  # a GPU NVML does not know
     monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml(init_fails=True))
@@ -300,7 +300,7 @@ def test_a_gpu_with_room_for_one_job_runs_one_at_a_time(
     (tmp_path / "other-user").touch()  # there from the start
     use_fake_nvml(monkeypatch, SharedGpuNvml(arrival=tmp_path / "other-user"))
     if poll_s is None:
-        monkeypatch.setattr(machine, "MEMORY_POLL_S", 1.0)  # the real default
+        monkeypatch.setattr(room, "MEMORY_POLL_S", 1.0)  # the real default
     jobs = [[f"x={x}", "sleep=0.4"] for x in range(4)]
     launch_app(
         PROBE.parent / "conf",

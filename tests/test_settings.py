@@ -12,10 +12,20 @@ from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_setting
     [
         (
             {"jobs_per_gpu": 0},
-            "jobs_per_gpu=0: must be an integer >= 1 (e.g. hydra.launcher.jobs_per_gpu=2)",
+            "jobs_per_gpu=0: must be an integer >= 1, or auto (e.g. hydra.launcher.jobs_per_gpu=auto)",
         ),
         ({"jobs_per_gpu": 1.5}, "jobs_per_gpu=1.5: must be an integer >= 1"),
         ({"jobs_per_gpu": True}, "jobs_per_gpu=True: must be an integer >= 1"),
+        ({"jobs_per_gpu": "Auto"}, "jobs_per_gpu='Auto': must be an integer >= 1, or auto"),
+        (
+            {"jobs_per_gpu": "auto", "memory_fraction": 0.2},
+            "memory_fraction=0.2: is set by jobs_per_gpu=auto",
+        ),
+        ({"memory_keys": ["model"]}, "memory_keys=['model']: is read only with jobs_per_gpu=auto"),
+        (
+            {"jobs_per_gpu": "auto", "memory_keys": ["a b"]},
+            "memory_keys=['a b']: 'a b' is not a config key",
+        ),
         ({"memory_fraction": 1.5}, "memory_fraction=1.5: must be a number in (0, 1] or null"),
         ({"memory_fraction": 0}, "memory_fraction=0: must be a number in (0, 1] or null"),
         ({"memory_fraction": "half"}, "memory_fraction='half': must be a number in (0, 1]"),
@@ -179,6 +189,6 @@ def test_the_hydra_config_is_derived_from_the_settings_field_by_field() -> None:
             assert conf[f.name] == (f.type, f.default), f.name
     node = OmegaConf.structured(HpsearchLauncherConf)
     with pytest.raises(ValidationError):
-        node.jobs_per_gpu = "two"
+        node.max_retries = "two"
     with pytest.raises(ValidationError):
         node.ray.num_cpus = "many"

@@ -8,6 +8,8 @@ This package's own names are the job-side API: what a task may import and call. 
 
 - `report(value, step=None) -> bool`: report the objective once per epoch (the sweep's pruner
   reads it); True when the sweep asks the job to stop. `should_stop()`: the same question alone.
+- `report_gpu_peak(megabytes)`: at the job's end, its framework's peak GPU memory (results.csv's
+  `gpu_peak_mb` keeps the larger of it and what NVML measured; `jobs_per_gpu=auto` packs by it).
 - `cap_torch_memory()`: in a PyTorch job, cap the CUDA allocator at the job's memory share.
 - `job_memory_limit_mb()`: the job's GPU memory cap in MB (None on CPU or when unknown).
 - `write_json_atomic(path, data)`: write a file (e.g. `METRICS_FILE`) no reader sees half of.
@@ -17,7 +19,7 @@ This package's own names are the job-side API: what a task may import and call. 
 """
 
 from .atomic import write_json_atomic
-from .channel import report, should_stop
+from .channel import report, report_gpu_peak, should_stop
 from .contract import (
     CPU_THREADS,
     GPU_ID,
@@ -37,6 +39,7 @@ __all__ = [
     "cap_torch_memory",
     "job_memory_limit_mb",
     "report",
+    "report_gpu_peak",
     "should_stop",
     "write_json_atomic",
 ]

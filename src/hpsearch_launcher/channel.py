@@ -19,8 +19,10 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 
-from .contract import REPORTS, STOP_FILE
+from .atomic import write_json_atomic
+from .contract import GPU_PEAK_FILE, REPORTS, STOP_FILE
 
 _warned = False
 _next_step = 0
@@ -60,6 +62,18 @@ def should_stop() -> bool:
     if not path:
         return False
     return os.path.exists(os.path.join(os.path.dirname(path), STOP_FILE))
+
+
+def report_gpu_peak(megabytes: float) -> None:
+    """Report the most GPU memory the job's framework held, in MB (the sweep also measures
+    its processes through NVML, and keeps the larger): at the job's end, e.g. TensorFlow's
+    `tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20`, PyTorch's
+    `torch.cuda.max_memory_reserved() / 2**20`. Outside a sweep it does nothing."""
+    path = os.environ.get(REPORTS)
+    number = _number(megabytes)
+    if not path or number is None or number < 0:
+        return
+    write_json_atomic(Path(path).parent / GPU_PEAK_FILE, {"peak_mb": number})
 
 
 def _number(value: object) -> float | None:

@@ -34,8 +34,14 @@ class LauncherSettings:
     # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none), or a list of GPU ids
     # used as given ([] runs on the CPU). Checked: None for "auto", else a tuple of ids.
     gpus: Any = "auto"
-    # Jobs that share one GPU at a time (slots per GPU), an integer >= 1.
-    jobs_per_gpu: int = 1
+    # Jobs that share one GPU at a time (slots per GPU), an integer >= 1; or "auto": as many as
+    # their measured memory fits (the first job of each kind runs alone and is measured; the
+    # kind's next jobs reserve, and are capped at, its peak plus a margin). Checked: int or "auto".
+    jobs_per_gpu: Any = 1
+    # With jobs_per_gpu=auto: the config keys (swept or not) that change a job's memory, e.g.
+    # [model, batch]; jobs differing in them are measured and packed apart. []: the jobs'
+    # config-group choices decide.
+    memory_keys: tuple[str, ...] = ()
     # Each job's share of its GPU's memory, in (0, 1]; null: 0.9 / jobs_per_gpu.
     memory_fraction: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
     # Jobs at once when there is no GPU; null: the number of CPU cores (cgroup quotas counted).
@@ -57,7 +63,8 @@ class LauncherSettings:
     # Other failures (an exception, a crash, a timeout) run again up to this many times.
     max_retries: int = 0
     # With NVML: a GPU takes a job only when it has the job's memory share free, counting what
-    # other users' processes hold; until then its jobs wait (other GPUs go on). false: never ask.
+    # other users' processes hold; until then its jobs wait (other GPUs go on). false: never
+    # wait (each job's peak memory is still measured, where NVML answers).
     wait_for_free_memory: bool = True
     # Warm start: while a slot's job runs, its next job's process is made and waits, imports
     # done, touching no GPU; still one fresh process per job. false: each process starts cold.
@@ -82,11 +89,16 @@ class LauncherSettings:
     ray: RaySettings = field(default_factory=RaySettings)
 
     @property
+    def packed(self) -> bool:
+        """jobs_per_gpu=auto: GPUs take jobs by their measured memory."""
+        return self.jobs_per_gpu == "auto"
+
+    @property
     def fraction(self) -> float:
-        """Each job's share of its GPU's memory."""
+        """Each job's share of its GPU's memory (auto: one job's, before it is measured)."""
         if self.memory_fraction is not None:
             return self.memory_fraction
-        return round(DEFAULT_MEMORY_SHARE / self.jobs_per_gpu, 4)
+        return round(DEFAULT_MEMORY_SHARE / (1 if self.packed else self.jobs_per_gpu), 4)
 
 
 def hydra_config_class(

@@ -156,13 +156,16 @@ def _ray(settings: LauncherSettings, task: bytes, config: DictConfig) -> Executi
 
 
 def _announce(execution: Execution, what: str, config: DictConfig) -> None:
-    per = "" if execution.groups == (CPU,) else " per GPU"
+    if execution.packs:
+        at_a_time = "as many at a time per GPU as their measured memory fits (jobs_per_gpu=auto)"
+    else:
+        per = "" if execution.groups == (CPU,) else " per GPU"
+        at_a_time = f"{execution.slots} at a time{per}"
     log.info(
-        "hpsearch: %s on %s, %d at a time%s; sweep dir %s",
+        "hpsearch: %s on %s, %s; sweep dir %s",
         what,
         execution.where,
-        execution.slots,
-        per,
+        at_a_time,
         config.hydra.sweep.dir,
     )
 

@@ -5,7 +5,8 @@ without an NVIDIA driver (or without nvidia-ml-py) simply has no GPU to report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
@@ -62,6 +63,7 @@ class GpuMemory(NamedTuple):
     used: int
     ours: int
     ours_seen: bool  # whether NVML listed any of them (not in another PID namespace)
+    by_pid: Mapping[int, int] = MappingProxyType({})  # MB each of them listed holds
 
 
 def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
@@ -71,9 +73,11 @@ def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
     def query(nvml: Any, handle: Any) -> GpuMemory:
         info = nvml.nvmlDeviceGetMemoryInfo(handle)
         mine = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
-        held = sum(p.usedGpuMemory or 0 for p in mine)
+        by_pid: dict[int, int] = {}
+        for p in mine:  # a process may be listed once per CUDA context
+            by_pid[p.pid] = by_pid.get(p.pid, 0) + int((p.usedGpuMemory or 0) // _MB)
         return GpuMemory(
-            int(info.total // _MB), int(info.used // _MB), int(held // _MB), bool(mine)
+            int(info.total // _MB), int(info.used // _MB), sum(by_pid.values()), bool(mine), by_pid
         )
 
     return _ask_nvml(gpu, query)

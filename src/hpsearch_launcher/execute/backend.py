@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..nvml import GpuMemory
 from ..outcome import Outcome
 from ..plan.env import job_env
 from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
@@ -113,44 +114,50 @@ class Backend(Protocol):
 class Execution:
     """Where a sweep's jobs run, as the scheduling loop sees it: the backend, the slot groups it
     fills, each job's environment, and what only the backend can tell (hooks below; these
-    defaults: nothing ever short of memory, a fixed size)."""
+    defaults: no memory figures, a fixed size)."""
 
     backend: Backend
     groups: tuple[str, ...]  # slot groups: GPU ids, ("cpu",), or a cluster's "ray:0", ...
-    slots: int  # per group
+    slots: int  # per group (jobs_per_gpu=auto: the most a GPU may hold; memory decides)
     where: str  # "GPU 0,1", "the CPU", "Ray (2 nodes, 4 GPUs)"
     settings: LauncherSettings
     memory_total: Mapping[str, int | None]  # MB per group, where known (this machine's GPUs)
     cores: int  # the cores one group's slots share (each job's threads: cores // slots)
     warm: bool = False  # whether the backend makes spares ahead (`Backend.prepare`)
-    _envs: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    packs: bool = False  # jobs_per_gpu=auto with memory figures: GPUs take jobs by memory
+    _envs: dict[tuple[str, int | None], dict[str, str]] = field(default_factory=dict, repr=False)
 
-    def job_env(self, group: str, whole: bool = False) -> dict[str, str]:
-        """A job's environment on `group`: its slot's, or the whole GPU's for a job alone."""
-        if not whole and group in self._envs:
-            return self._envs[group]
+    def job_env(self, group: str, whole: bool = False, cap_mb: int | None = None) -> dict[str, str]:
+        """A job's environment on `group`: its slot's, the whole GPU's for a job alone, or
+        capped at `cap_mb` (jobs_per_gpu=auto: its kind's reservation)."""
+        key = (group, cap_mb)
+        if not whole and key in self._envs:
+            return self._envs[key]
+        total = self.memory_total.get(group)
+        fraction = WHOLE_GPU_FRACTION if whole else None
+        if cap_mb is not None and total and not whole:
+            fraction = min(1.0, cap_mb / total)
         env = job_env(
             group,
             self.settings,
-            1 if whole else self.slots,
+            1 if whole or self.packs else self.slots,
             os.getpid(),
-            self.memory_total.get(group),
+            total,
             self.cores,
-            fraction=WHOLE_GPU_FRACTION if whole else None,
+            fraction=fraction,
+            limit_mb=None if whole else cap_mb,
         )
         if not whole:
-            self._envs[group] = env
+            self._envs[key] = env
         return env
 
-    def memory_room(
-        self, busy: Mapping[str, int], ours: Callable[[], Collection[int]], fresh: bool
-    ) -> dict[str, tuple[int, str]] | None:
-        """For the groups with a free slot whose GPU's free memory fits fewer jobs than their
-        free slots: how many more jobs fit now, and why no more; None when not asked this time
-        (`fresh`: a slot freed since the last answer, ask now). `busy`: jobs per group;
-        `ours()`: our running jobs' pids (their memory is not other users'), asked only when
-        NVML is (finding a job's process tree is not free, and the loop asks every step)."""
-        return None
+    def gpu_memory(
+        self, groups: Collection[str], ours: Callable[[], Collection[int]]
+    ) -> dict[str, GpuMemory]:
+        """What NVML says of these groups' GPUs now, where it can tell (this machine's GPUs):
+        total, used, and what our jobs' processes hold, by pid (`ours()`: their pids, asked
+        only when a GPU is: finding a job's process tree is not free). {}: no figures."""
+        return {}
 
     def grown(self) -> tuple[tuple[str, ...], int] | None:
         """The groups and slots there are now, if the backend's room grew; else None."""

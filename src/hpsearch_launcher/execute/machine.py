@@ -1,58 +1,41 @@
 """This machine as an Execution: its GPUs (or its CPU), a fresh local process per job with warm
-spares ahead, and slots that wait while other users' processes hold a GPU's memory."""
+spares ahead, and what NVML says of each GPU's memory (other users' processes, our jobs')."""
 
 from __future__ import annotations
 
+import logging
 import os
-import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from .. import nvml
-from ..contract import memory_limit_mb
-from ..plan.memory import jobs_that_fit, others_mb, room_mb
+from ..nvml import GpuMemory
 from ..plan.settings import LauncherSettings, cpu_count
 from ..plan.slots import CPU, slots_per_device, sweep_devices
 from .backend import Execution
 from .local import LocalBackend
 
-MEMORY_POLL_S = 1.0  # how often GPUs with a free slot are asked for their free memory
+log = logging.getLogger("hpsearch.launcher")
 
 
 @dataclass
 class MachineExecution(Execution):
-    """The local backend on this machine's GPUs; `memory_room` asks NVML."""
+    """The local backend on this machine's GPUs; `gpu_memory` asks NVML."""
 
-    gate: bool = False  # wait_for_free_memory
-    _asked: float = -MEMORY_POLL_S
-
-    def memory_room(
-        self, busy: Mapping[str, int], ours: Callable[[], Collection[int]], fresh: bool
-    ) -> dict[str, tuple[int, str]] | None:
-        now = time.monotonic()
-        if not self.gate or (not fresh and now - self._asked < MEMORY_POLL_S):
-            return None
-        self._asked = now
-        room = {}
+    def gpu_memory(
+        self, groups: Collection[str], ours: Callable[[], Collection[int]]
+    ) -> dict[str, GpuMemory]:
+        readings = {}
         pids: Collection[int] | None = None
-        for group in self.groups:
-            total = self.memory_total.get(group)
-            if total is None or busy[group] >= self.slots:
+        for group in groups:
+            if self.memory_total.get(group) is None:
                 continue
-            share = memory_limit_mb(self.settings.fraction, total)
             # Looked up at call time: the tests stand a fake NVML in for the real one.
             pids = ours() if pids is None else pids
             memory = nvml.nvml_memory(group, pids)
-            fits = jobs_that_fit(memory, busy[group], share)
-            if memory is not None and fits is not None and fits < self.slots - busy[group]:
-                free_mb = max(0, room_mb(memory, busy[group], share))
-                others = others_mb(memory, busy[group], share)
-                room[group] = (
-                    fits,
-                    f"needs {share} MB free for each job, has {free_mb} MB "
-                    f"(other processes hold {others} MB)",
-                )
-        return room
+            if memory is not None:
+                readings[group] = memory
+        return readings
 
 
 def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecution:
@@ -60,6 +43,17 @@ def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecuti
     nvml_ids = nvml.nvml_gpu_ids()  # asked once: an NVML session per call
     groups = sweep_devices(settings, os.environ, lambda: nvml_ids)
     cores = cpu_count()
+    totals = {g: nvml.nvml_total_mb(g) for g in groups if g != CPU}
+    slots = slots_per_device(settings, groups)
+    packs = settings.packed and groups != (CPU,)
+    if packs and None in totals.values():
+        unknown = ", ".join(g for g, total in totals.items() if total is None)
+        log.warning(
+            "hpsearch: jobs_per_gpu=auto: NVML gives no memory figures for GPU %s, so no job "
+            "can be measured: one job per GPU",
+            unknown,
+        )
+        packs, slots = False, 1
     # Spares importing at once: more would slow the jobs still importing (the first round, on
     # a box with few cores) more than it gains.
     backend = LocalBackend(
@@ -68,11 +62,11 @@ def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecuti
     return MachineExecution(
         backend,
         groups,
-        slots_per_device(settings, groups),
+        slots,
         "the CPU" if groups == (CPU,) else f"GPU {','.join(groups)}",
         settings,
-        {g: nvml.nvml_total_mb(g) for g in groups if g != CPU},
+        totals,
         cores,
         warm=settings.warm_start,
-        gate=settings.wait_for_free_memory,
+        packs=packs,
     )

@@ -24,7 +24,7 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +212,12 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
     join: `refresh`), make the backend. Which GPU and node each job gets is Ray's choice."""
     import ray
 
+    if settings.packed:
+        log.warning(
+            "hpsearch: jobs_per_gpu=auto packs this machine's GPUs by measured memory; on Ray "
+            "each job holds a whole GPU (jobs_per_gpu=1): set a number to share them"
+        )
+        settings = replace(settings, jobs_per_gpu=1)
     connect(settings)
     resources = ray.cluster_resources()
     on_gpus = settings.gpus is None and bool(resources.get("GPU"))

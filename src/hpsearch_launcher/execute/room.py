@@ -1,20 +1,31 @@
-"""How much room the slots have now, as only the execution can tell: GPUs whose free memory
-(other users' processes hold part of it) fits fewer jobs than their free slots, and a cluster
-that gained nodes. The scheduling loop asks it between its steps; the pool changes only
-through its own methods."""
+"""How much room the slots have now, as only the execution can tell, and what each job held.
+
+Every MEMORY_POLL_S (at once after a slot freed) the GPUs are asked, through the execution,
+what their memory holds: each running job's share of it is its measured peak so far; with
+`wait_for_free_memory`, a GPU whose free memory fits fewer jobs than its free slots takes
+only those; with `jobs_per_gpu=auto`, a GPU takes the next job only if its reservation fits
+(plan.packing). A cluster that gained nodes is taken on every REFRESH_S. The pool changes only
+through its own methods.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection, Sequence
 
+from ..contract import memory_limit_mb
+from ..nvml import GpuMemory
+from ..plan.memory import jobs_that_fit, others_mb, room_mb
+from ..plan.packing import Estimates, GpuBook
 from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState
 from .backend import Execution
+from .run import Run
 
 log = logging.getLogger("hpsearch.launcher")
 
+MEMORY_POLL_S = 1.0  # how often the GPUs are asked for their memory
 REFRESH_S = 5.0  # how often a cluster is asked whether it has more room (nodes that joined)
 
 
@@ -23,34 +34,91 @@ class Room:
         self.execution = execution
         self.pool = pool
         self.state = state  # where waiting GPUs and the slot count are shown
-        self.freed = True  # a slot freed since the GPUs' free memory was last asked
+        self.freed = True  # a slot freed since the GPUs were last asked
+        self.gate = execution.settings.wait_for_free_memory
+        totals = {g: t for g, t in execution.memory_total.items() if t is not None}
+        self.book = GpuBook(totals) if execution.packs else None
+        self.estimates = Estimates()
+        self._asked = -MEMORY_POLL_S
         self._refreshed = time.monotonic()
 
-    def check(self, ours: Callable[[], Collection[int]]) -> None:
-        """Limit each group to the jobs its GPU's free memory fits (`ours()`: our running jobs'
-        pids: their memory is not other users'); lift the limit when the room is back."""
-        room = self.execution.memory_room(self.pool.busy, ours, fresh=self.freed)
-        if room is None:
+    def poll(self, running: Sequence[Run], waiting: bool) -> None:
+        """Ask the GPUs, if it is time: measure the running jobs; with jobs `waiting` for a
+        slot, limit each group to what its free memory fits (count mode)."""
+        now = time.monotonic()
+        if not self.freed and now - self._asked < MEMORY_POLL_S:
             return
-        self.freed = False
+        self._asked, self.freed = now, False
+        asked = {r.device for r in running} | (set(self.pool.groups) if waiting else set())
+        pids: dict[int, list[int]] = {}
+
+        def ours() -> Collection[int]:
+            for run in running:
+                pids[id(run)] = run.handle.pids() if run.handle is not None else []
+            return [pid for held in pids.values() for pid in held]
+
+        readings = self.execution.gpu_memory(sorted(asked & set(self.pool.groups)), ours)
+        for run in running:
+            memory = readings.get(run.device)
+            if memory is not None and id(run) in pids:
+                held = sum(memory.by_pid.get(pid, 0) for pid in pids[id(run)])
+                run.peak_mb = max(run.peak_mb, held)
+        if self.book is not None:
+            self.book.observe(readings)
+            self._show_waiting({g: self._short(g) for g in readings if self._short(g)})
+        elif self.gate and waiting:
+            self._limit_by_count(readings)
+
+    def pack(self, need: int | None) -> None:
+        """jobs_per_gpu=auto: let each group take as many more jobs as reservations of `need`
+        MB (None: one job alone) fit on it now."""
+        assert self.book is not None
         for group in self.pool.groups:
-            if group not in room:
-                if self.pool.limits.pop(group, None) is not None:
-                    log.info("hpsearch: %s has room again", device_label(group))
-                    self.state.waiting.pop(group, None)
-                continue
-            fits, why = room[group]
-            if fits == 0 and group not in self.state.waiting:
+            self.pool.limit(group, self.pool.busy[group] + self.book.count(group, need))
+
+    def _short(self, group: str) -> str:
+        """Why `group` takes no job at all now (another user holds its memory), or ""."""
+        assert self.book is not None
+        if self.book.reserved[group] or self.book.room(group) > 0:
+            return ""
+        return f"other processes hold {self.book.others[group]} MB"
+
+    def _limit_by_count(self, readings: dict[str, GpuMemory]) -> None:
+        """Limit each group to the jobs its GPU's free memory fits; lift the limit when the
+        room is back."""
+        short = {}
+        for group in self.pool.groups:
+            memory, total = readings.get(group), self.execution.memory_total.get(group)
+            busy = self.pool.busy[group]
+            if busy >= self.pool.slots:
+                continue  # asked again once a slot frees
+            share = memory_limit_mb(self.execution.settings.fraction, total or 0)
+            fits = jobs_that_fit(memory, busy, share)  # None: NVML cannot tell
+            if memory is not None and fits is not None and fits < self.pool.slots - busy:
+                self.pool.limit(group, busy + fits)
+                if fits == 0:
+                    short[group] = (
+                        f"needs {share} MB free for each job, has "
+                        f"{max(0, room_mb(memory, busy, share))} MB "
+                        f"(other processes hold {others_mb(memory, busy * share)} MB)"
+                    )
+            elif self.pool.limits.pop(group, None) is not None:
+                log.info("hpsearch: %s has room again", device_label(group))
+        self._show_waiting(short)
+
+    def _show_waiting(self, short: dict[str, str]) -> None:
+        """Say once when a GPU starts to wait for free memory; keep the display's list."""
+        for group, why in short.items():
+            if group not in self.state.waiting:
                 log.warning(
                     "hpsearch: %s waits for free memory: %s; the other GPUs go on",
                     device_label(group),
                     why,
                 )
-            if fits == 0:
-                self.state.waiting[group] = why
-            else:
-                self.state.waiting.pop(group, None)
-            self.pool.limit(group, self.pool.busy[group] + fits)
+        for group in list(self.state.waiting):
+            if group not in short:
+                self.state.waiting.pop(group)
+        self.state.waiting.update(short)
 
     def grow(self) -> None:
         """Take on the room the execution gained (a cluster's new nodes), every REFRESH_S."""

@@ -36,12 +36,23 @@ class Run:
     reports: ReportReader | None = None  # what the job reported (its run dir's reports file)
     pruned: str = ""  # why the source ended it ("": it was not)
     kill_at: float | None = None  # pruned: when its process tree is ended if still there
+    kind: Hashable = None  # what decides its GPU memory (plan.packing.kind_of)
+    peak_mb: int = 0  # the most GPU memory its process tree held, as measured (this attempt)
+    cap_mb: int | None = None  # the GPU memory cap this attempt runs under, in MB
+    alone: bool = False  # this attempt has its GPU alone, with the whole memory
 
     def failed(self, outcome: Outcome, settings: LauncherSettings) -> Retry | None:
         """Count a failed attempt (out of memory? its node lost?); how it runs again, if the
         policy allows (then why it failed is kept for its row)."""
         tail = self.handle.log_tail() if self.handle is not None else ""
         oom = is_out_of_memory(outcome, tail)
+        if oom and self.alone:  # more memory than this cannot be given: no retry
+            cap = f" ({self.cap_mb} MB)" if self.cap_mb else ""
+            self.errors.append(
+                f"attempt {self.attempts}: out of memory alone on its GPU with the whole "
+                f"memory{cap}: the job needs more than one GPU holds"
+            )
+            return None
         self.oom_attempts += oom
         self.lost_attempts += outcome.ending is Ending.LOST
         kind = retry_kind(

@@ -11,23 +11,25 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 
 import cloudpickle
 
-from ..contract import REPORTS_FILE, STOP_FILE
+from ..contract import GPU_PEAK_FILE, MEMORY_LIMIT_MB, REPORTS_FILE, STOP_FILE
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
-from ..plan.settings import LauncherSettings
+from ..plan.packing import advice, kind_of
+from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import SlotPool, device_label, spare_counts
 from ..record.progress import SweepState, make_progress
 from ..record.recorder import Recorder
-from ..record.reports import ReportReader
+from ..record.reports import ReportReader, reported_peak_mb
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
 from .backend import EnvKey, Execution, JobSpec, env_key
+from .failures import is_out_of_memory
 from .room import Room
 from .run import Run, pruned
 from .signals import StopRequest, stop_on_signals
@@ -64,17 +66,22 @@ class Sweep:
         self.stop = StopRequest()
         self._state = SweepState(total=total or 0, slots=len(self.pool.groups) * self.pool.slots)
         self.room = Room(execution, self.pool, self._state)
+        self._last_kind: Hashable = None  # of the last job asked: the next one's, likely
+        self._peaks: list[int] = []  # every job's measured peak GPU memory, MB
+        self._unmeasured: set[Hashable] = set()  # kinds whose jobs no one could measure
 
     def run(self) -> None:
         progress = make_progress(self.pool.groups)
         try:
             with stop_on_signals() as self.stop:
                 while not self.stop.signum:
+                    self._pack()
                     dry = self._ask()
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
-                    if self.queue or not self.source.exhausted():  # jobs wait for a slot
-                        self.room.check(self._our_pids)
+                    waiting = bool(self.queue or not self.source.exhausted())  # for a slot
+                    self.room.poll(list(self.running.values()), waiting)
+                    if waiting:
                         self.room.grow()
                     self._start_ready()
                     if self.execution.warm:
@@ -92,6 +99,10 @@ class Sweep:
             progress.close()
             self.recorder.table.flush(force=True)
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
+        totals = [t for t in self.execution.memory_total.values() if t]
+        line = advice(self._peaks, totals, self.settings.jobs_per_gpu)
+        if line:
+            log.info("hpsearch: %s", line)
 
     def _ask(self) -> bool:
         """Ask the source for as many jobs as there are free slots beyond the queue; a job
@@ -107,7 +118,8 @@ class Sweep:
             self._state.total = max(self._state.total, self._state.asked + 1)
             self._state.asked += 1
             if job.previous is None:
-                self.queue.append(Run(job, key=ask.key))
+                self.queue.append(Run(job, key=ask.key, kind=self._kind(job)))
+                self._last_kind = self.queue[-1].kind
                 continue
             ret = self.recorder.resumed(job)
             self._state.resumed += 1
@@ -130,8 +142,29 @@ class Sweep:
             self._state.running.setdefault(run.device, []).append(run.job.label)
         return self._state
 
-    def _our_pids(self) -> list[int]:
-        return [pid for run in self.running.values() if run.handle for pid in run.handle.pids()]
+    def _kind(self, job: Job) -> Hashable:
+        """What decides the job's GPU memory, where GPUs are packed by it."""
+        if not self.execution.packs:
+            return None
+        try:
+            return kind_of(job.config, self.settings.memory_keys)
+        except KeyError as err:
+            raise LauncherSettingsError(
+                f"hydra.launcher.memory_keys={list(self.settings.memory_keys)}: job {job.num} "
+                f"({job.label}) has no key {err.args[0]!r} in its config; name keys of the "
+                "task's config (swept or not), e.g. memory_keys=[model]"
+            ) from None
+
+    def _need(self, run: Run | None) -> int | None:
+        """jobs_per_gpu=auto: the MB a job reserves; None: it runs alone (its kind unknown).
+        With no job given, that of the jobs still to come (as the last one asked)."""
+        kind = run.kind if run is not None else self._last_kind
+        return self.room.estimates.need(kind)
+
+    def _pack(self) -> None:
+        """jobs_per_gpu=auto: each GPU's free slots, as many as the next job's reservation fits."""
+        if self.room.book is not None:
+            self.room.pack(self._need(self.queue[0] if self.queue else None))
 
     def _start_ready(self) -> None:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the
@@ -140,14 +173,17 @@ class Sweep:
             if not self.stop.signum and self.pool.acquire_whole(run.device):
                 self.whole_queue.remove(run)
                 self._start(run, run.device)
-        while self.queue and self.pool.has_free() and not self.stop.signum:
+        while self.queue and not self.stop.signum:
+            self._pack()  # the next job's reservation may differ from the last one's
+            if not self.pool.has_free():
+                break
             self._start(self.queue.popleft(), self.pool.acquire())
 
     def _start(self, run: Run, device: str) -> None:
         job = run.job
         run.device = device
         run.attempts += 1
-        env = self.execution.job_env(device, whole=run.whole)
+        env = self._book(run, device)
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
@@ -162,6 +198,7 @@ class Sweep:
                 subdir=run.dir.name if job.name else "",
             )
             run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE)
+            (run.dir / GPU_PEAK_FILE).unlink(missing_ok=True)  # an earlier attempt's
             run.handle = self.backend.start(spec, env)
         except Exception as err:  # out of processes, file descriptors, disk: this job, not all
             run.handle = None
@@ -173,14 +210,34 @@ class Sweep:
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
+    def _book(self, run: Run, device: str) -> dict[str, str]:
+        """The job's environment on `device`; with jobs_per_gpu=auto, its reservation booked
+        there: its kind's need as its cap, or (kind unknown, or retried alone) the whole GPU."""
+        run.peak_mb = 0
+        run.alone = run.whole
+        if self.room.book is not None:
+            need = None if run.whole else self._need(run)
+            run.alone = need is None
+            self.room.book.reserve(device, id(run), need)
+            env = self.execution.job_env(device, whole=run.alone, cap_mb=need)
+        else:
+            env = self.execution.job_env(device, whole=run.whole)
+        cap = env.get(MEMORY_LIMIT_MB)
+        run.cap_mb = int(cap) if cap else None
+        return env
+
     def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
         """Warm start: the spares each slot group wants (plan.slots.spare_counts), for the
         jobs still to start: queued, or still with the source."""
         more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
         left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
         wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
+        need = self._need(self.queue[0] if self.queue else None)
         for group, count in spare_counts(self.pool, left):
-            env = self.execution.job_env(group)
+            if self.room.book is None:
+                env = self.execution.job_env(group)
+            else:  # for the next job's reservation
+                env = self.execution.job_env(group, whole=need is None, cap_mb=need)
             wanted[env_key(env)] = (env, count)
         return wanted
 
@@ -257,6 +314,7 @@ class Sweep:
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
         self.room.freed = True
+        self._measured(run, outcome)
         if retry and not outcome.ended and self._retry(run, outcome):
             return
         job = run.job
@@ -275,6 +333,7 @@ class Sweep:
             run_dir=run.dir or run_dir(job),
             errors=run.errors,
             last=(step, value),
+            memory=(run.peak_mb or None, run.cap_mb),
         )
         status = status_of(outcome)
         self.source.ended(run.key, JobEnd(ret, status, step, value, job.num))
@@ -293,6 +352,30 @@ class Sweep:
             else:
                 self._state.failed += 1
             log.error("job %d %s %s: %s", job.num, status.value.upper(), label, outcome.reason)
+
+    def _measured(self, run: Run, outcome: Outcome) -> None:
+        """The job's peak GPU memory (measured, or as it reported it); with jobs_per_gpu=auto,
+        its booking freed (its process is gone) and its kind's estimate learned from it."""
+        if run.dir is not None:
+            run.peak_mb = max(run.peak_mb, reported_peak_mb(run.dir / GPU_PEAK_FILE))
+        if run.peak_mb:
+            self._peaks.append(run.peak_mb)
+        if self.room.book is None:
+            return
+        self.room.book.release(id(run))
+        tail = run.handle.log_tail() if run.handle is not None and not outcome.ok else ""
+        if not outcome.ended and is_out_of_memory(outcome, tail):
+            self.room.estimates.outgrown(run.kind)  # its next jobs run alone, and are measured
+        elif run.peak_mb:
+            self.room.estimates.learn(run.kind, run.peak_mb)
+        elif outcome.ok and run.kind not in self._unmeasured:
+            self._unmeasured.add(run.kind)
+            log.warning(
+                "hpsearch: jobs_per_gpu=auto: job %d's GPU memory could not be measured (NVML "
+                "listed none of its processes, and it reported none: "
+                "hpsearch_launcher.report_gpu_peak): its kind's jobs run one per GPU",
+                run.job.num,
+            )
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone on its device after running

@@ -15,12 +15,14 @@ def job_env(
     memory_total_mb: int | None,
     cpu_count: int,
     fraction: float | None = None,
+    limit_mb: int | None = None,
 ) -> dict[str, str]:
     """The environment a job's process is created with: its GPU, its memory cap, its threads.
 
     Set at process creation because CUDA, TensorFlow, JAX and PyTorch read these once, at start.
     `fraction` overrides the settings' share (a job retried alone on a whole GPU); `slots` is
-    how many jobs share the device's CPU cores (1 for a job alone).
+    how many jobs share the device's CPU cores (1 for a job alone); `limit_mb`, the cap in MB
+    where it is set in MB (jobs_per_gpu=auto), else the fraction of the total.
     """
     on_gpu = device != CPU
     env = {
@@ -40,7 +42,9 @@ def job_env(
             # cap: hpsearch.contract.cap_torch_memory() applies this fraction in the job.
             "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
         }
-        if memory_total_mb is not None:
+        if limit_mb is not None:
+            env[contract.MEMORY_LIMIT_MB] = str(limit_mb)
+        elif memory_total_mb is not None:
             limit = contract.memory_limit_mb(fraction, memory_total_mb)
             env[contract.MEMORY_LIMIT_MB] = str(limit)
     else:

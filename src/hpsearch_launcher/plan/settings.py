@@ -15,6 +15,7 @@ from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
 
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
+AUTO = "auto"  # jobs_per_gpu=auto: GPUs packed by their jobs' measured memory
 GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 
 
@@ -111,8 +112,23 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
     """Check hydra.launcher's values; raise LauncherSettingsError on the first bad one."""
     _refuse_unknown(given, defaults(), "")
     params = defaults() | dict(given)
-    jobs_per_gpu = _integer("jobs_per_gpu", params["jobs_per_gpu"], "jobs_per_gpu=2")
+    jobs_per_gpu = parse_jobs_per_gpu(params["jobs_per_gpu"])
     fraction = params["memory_fraction"]
+    if fraction is not None and jobs_per_gpu == AUTO:
+        raise _fail(
+            "memory_fraction",
+            fraction,
+            "is set by jobs_per_gpu=auto (each job's cap is its kind's measured peak plus a "
+            "margin); drop memory_fraction, or give jobs_per_gpu a number",
+            "jobs_per_gpu=auto",
+        )
+    if params["memory_keys"] and jobs_per_gpu != AUTO:
+        raise _fail(
+            "memory_keys",
+            params["memory_keys"],
+            "is read only with jobs_per_gpu=auto (it says which keys change a job's memory)",
+            "jobs_per_gpu=auto hydra.launcher.memory_keys=[model]",
+        )
     if fraction is not None:
         if (
             isinstance(fraction, bool)
@@ -125,14 +141,15 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
                 "must be a number in (0, 1] or null",
                 "memory_fraction=0.45",
             )
-        if jobs_per_gpu * fraction > 1 + 1e-9:
+        per = int(jobs_per_gpu)  # a number: auto refuses memory_fraction above
+        if per * fraction > 1 + 1e-9:
             raise _fail(
                 "memory_fraction",
                 fraction,
-                f"jobs_per_gpu x memory_fraction = {jobs_per_gpu} x {fraction} = "
-                f"{jobs_per_gpu * fraction:g} > 1: the jobs on one GPU would not fit; "
-                f"use at most {1 / jobs_per_gpu:.3g}",
-                f"memory_fraction={DEFAULT_MEMORY_SHARE / jobs_per_gpu:.3g}",
+                f"jobs_per_gpu x memory_fraction = {per} x {fraction} = "
+                f"{per * fraction:g} > 1: the jobs on one GPU would not fit; "
+                f"use at most {1 / per:.3g}",
+                f"memory_fraction={DEFAULT_MEMORY_SHARE / per:.3g}",
             )
     n_jobs = params["n_jobs"]
     n_jobs = cpu_count() if n_jobs is None else _integer("n_jobs", n_jobs, "n_jobs=4")
@@ -146,6 +163,7 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
     return LauncherSettings(
         gpus=parse_gpus(params["gpus"]),
         jobs_per_gpu=jobs_per_gpu,
+        memory_keys=parse_memory_keys(params["memory_keys"]),
         memory_fraction=None if fraction is None else float(fraction),
         n_jobs=n_jobs,
         timeout=None if timeout is None else float(timeout),
@@ -161,6 +179,26 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         backend=parse_backend(params["backend"], params["gpus"]),
         ray=parse_ray(values_of("ray", params["ray"])),
     )
+
+
+def parse_jobs_per_gpu(value: Any) -> int | str:
+    """hydra.launcher.jobs_per_gpu: an integer >= 1, or auto (packed by measured memory)."""
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _fail("jobs_per_gpu", value, "must be an integer >= 1, or auto", "jobs_per_gpu=auto")
+    return value
+
+
+def parse_memory_keys(value: Any) -> tuple[str, ...]:
+    """hydra.launcher.memory_keys: config keys, as dotted names (`model`, `data.batch`)."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if not isinstance(item, str) or not re.fullmatch(r"[\w-]+(\.[\w-]+)*", item):
+            raise _fail(
+                "memory_keys", value, f"{item!r} is not a config key", "memory_keys=[model,batch]"
+            )
+    return tuple(items)
 
 
 PRUNERS = ("none", "median")

@@ -64,10 +64,13 @@ def device_label(device: str) -> str:
     return f"gpu {device}" if device.isdigit() or GPU_UUID.match(device) else device
 
 
+PACKED_SLOTS = 64  # jobs_per_gpu=auto: the most jobs one GPU holds (memory decides below it)
+
+
 def slots_per_device(settings: LauncherSettings, devices: Sequence[str]) -> int:
-    """Slots per group: jobs_per_gpu on GPUs, n_jobs on the CPU."""
+    """Slots per group: jobs_per_gpu on GPUs (auto: PACKED_SLOTS), n_jobs on the CPU."""
     if tuple(devices) != (CPU,):
-        return settings.jobs_per_gpu
+        return PACKED_SLOTS if settings.packed else int(settings.jobs_per_gpu)
     assert settings.n_jobs is not None, "parse_settings resolves n_jobs"
     return settings.n_jobs
 

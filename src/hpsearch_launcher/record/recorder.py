@@ -102,8 +102,10 @@ class Recorder:
         run_dir: Path,
         errors: list[str],
         last: tuple[int | None, float | None] = (None, None),
+        memory: tuple[int | None, int | None] = (None, None),
     ) -> JobReturn:
-        """Record a job's last attempt; return what the sweeper gets for it. `last`: the last
+        """Record a job's last attempt; return what the sweeper gets for it. `memory`: its
+        peak GPU memory and its cap, MB (None: unknown, none). `last`: the last
         step it reported, and the value; a pruned job returns that value, as completed (a
         grid's sweeper must not fail on it: the pruner judged, the job did not fail)."""
         ret = outcome.job_return if outcome.ending in (Ending.RETURNED, Ending.RAISED) else None
@@ -123,6 +125,8 @@ class Recorder:
         kept = outcome.ended  # completed or pruned: its return value is stored for resume
         row |= {
             "device": device,
+            "gpu_peak_mb": "" if memory[0] is None else memory[0],
+            "gpu_cap_mb": "" if memory[1] is None else memory[1],
             "start": iso_time(started),
             "end": iso_time(ended),
             "wall_time_s": round(ended - started, 3),

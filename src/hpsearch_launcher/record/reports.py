@@ -37,3 +37,15 @@ class ReportReader:
         if points:
             self.last = points[-1]
         return points
+
+
+def reported_peak_mb(path: Path) -> int:
+    """The peak GPU memory a job reported (hpsearch_launcher.report_gpu_peak), in whole MB;
+    0 when it reported none (or the file is not one it wrote)."""
+    try:
+        peak = json.loads(path.read_text()).get("peak_mb")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not math.isfinite(peak):
+        return 0
+    return max(0, math.ceil(peak))

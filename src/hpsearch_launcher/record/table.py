@@ -24,6 +24,8 @@ FILENAME = "results.csv"
 STATUS = "status"
 TAIL = (
     "device",
+    "gpu_peak_mb",  # the most GPU memory the job held (NVML, or its own report); "": unknown
+    "gpu_cap_mb",  # the GPU memory cap it ran under; "": none (the CPU)
     "start",
     "end",
     "wall_time_s",
