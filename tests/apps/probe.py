@@ -16,7 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from hpsearch_launcher import report
+from hpsearch_launcher import report, report_gpu_peak
 
 
 def probe(cfg: DictConfig) -> float:
@@ -36,7 +36,19 @@ def probe(cfg: DictConfig) -> float:
     if cfg.chain and num > 0:  # end in start order: wait for the previous job to end first
         while not (marks / f"end-{num - 1}").exists():
             time.sleep(0.02)
-    time.sleep(cfg.sleep)
+    # A simulated GPU's memory (tests/fake_nvml), held as a framework would allocate it; the
+    # job with x == grow_x grows halfway through its sleep.
+    grows = bool(cfg.gpu_mb and cfg.grow_to_mb and cfg.x == cfg.grow_x)
+    if cfg.gpu_mb:
+        import pynvml
+
+        pynvml.allocate(cfg.gpu_mb)
+    time.sleep(cfg.sleep / 2 if grows else cfg.sleep)
+    if grows:
+        pynvml.allocate(cfg.grow_to_mb)
+        time.sleep(cfg.sleep / 2)
+    if cfg.report_peak:  # as hpsearch's trainer reports TensorFlow's own figure
+        report_gpu_peak(max(cfg.gpu_mb, cfg.grow_to_mb if grows else 0))
     for step in range(cfg.steps):  # a learning curve: x * (step + 1) / steps, one per step
         time.sleep(cfg.step_s)
         stop = report(cfg.x * (step + 1) / cfg.steps, step)
@@ -57,6 +69,8 @@ def probe(cfg: DictConfig) -> float:
         "fraction": os.environ.get("HPSEARCH_GPU_MEMORY_FRACTION"),
         "jax_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
         "threads": os.environ.get("HPSEARCH_CPU_THREADS"),
+        "cap_mb": os.environ.get("HPSEARCH_GPU_MEMORY_LIMIT_MB"),
+        "gpu_mb": cfg.gpu_mb,
         "cwd": os.getcwd(),
         # When a warm spare imported the preload module (hydra.launcher.preload), if it did.
         "preloaded_at": getattr(sys.modules.get("preload_marker"), "IMPORTED_AT", None),
