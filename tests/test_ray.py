@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from conftest import PROBE, Runner, read_records, wait_no_tagged
+from conftest import PROBE, Runner, read_records, simulated_gpus_env, wait_no_tagged
 
 from hpsearch_launcher import contract
 from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, Retry, retry_kind
@@ -500,3 +500,33 @@ def test_reports_and_pruning_work_for_ray_jobs(runner: Runner, marks: Path, tmp_
     assert table.loc[1, "status"] == "pruned" and table.loc[1, "last_step"] < 19
     assert table.loc[8, "last_step"] == 19 and table.loc[8, "last_value"] == 8.0
     assert not _processes_with(RAY_TASK)
+
+
+@pytest.mark.slow
+def test_each_ray_jobs_peak_gpu_memory_is_measured_on_its_node(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """The worker measures its job's GPU memory where it runs (its node's NVML: here a
+    simulated 80 GB GPU the jobs hold 2048 MB of) and records the cap its node set; and
+    jobs_per_gpu=auto, this machine's packing, says it runs one job per GPU on Ray."""
+    memory = tmp_path / "gpu-memory"
+    memory.mkdir()
+    env = simulated_gpus_env(
+        {"HPS_FAKE_GPUS": "1", "HPS_FAKE_GPU_MEMORY": str(memory), "HPS_FAKE_GPU_MB": "81920"}
+    )
+    result = runner.run(
+        [
+            *runner.probe_sweep(marks, "x=0,1", "gpu_mb=2048", "sleep=2"),
+            "hydra.launcher.backend=ray",
+            "hydra.launcher.jobs_per_gpu=auto",
+            "+hydra.launcher.ray.init.num_gpus=1",
+            "+hydra.launcher.ray.init.num_cpus=2",
+        ],
+        env=env,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "on Ray each job holds a whole GPU (jobs_per_gpu=1)" in result.stdout
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert list(table["gpu_peak_mb"]) == [2048, 2048]
+    assert list(table["gpu_cap_mb"]) == [int(0.9 * 81920)] * 2

@@ -12,7 +12,8 @@ from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_setting
     [
         (
             {"jobs_per_gpu": 0},
-            "jobs_per_gpu=0: must be an integer >= 1, or auto (e.g. hydra.launcher.jobs_per_gpu=auto)",
+            "jobs_per_gpu=0: must be an integer >= 1, or auto "
+            "(e.g. hydra.launcher.jobs_per_gpu=auto)",
         ),
         ({"jobs_per_gpu": 1.5}, "jobs_per_gpu=1.5: must be an integer >= 1"),
         ({"jobs_per_gpu": True}, "jobs_per_gpu=True: must be an integer >= 1"),

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from hpsearch.errors import ConfigError
-from hpsearch_launcher import CPU_THREADS, GPU_ID, job_memory_limit_mb
+from hpsearch_launcher import CPU_THREADS, GPU_ID, job_memory_limit_mb, report_gpu_peak
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,21 @@ def configure_devices(tf: Any, device_type: str) -> dict[str, Any]:
         "memory_limit_mb": limit,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
+
+
+def report_peak_memory(tf: Any, device: dict[str, Any]) -> float | None:
+    """On a GPU: the most memory TensorFlow's allocator held (MB), told to the sweep (which
+    also measures the process through NVML, CUDA context included, and keeps the larger:
+    jobs_per_gpu=auto packs GPUs by it); None on the CPU or when TensorFlow cannot say."""
+    if device["type"] != "gpu":
+        return None
+    try:
+        peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+    except (ValueError, RuntimeError, KeyError) as err:
+        log.info("GPU memory peak unknown: %s", err)
+        return None
+    report_gpu_peak(peak)
+    return float(peak)
 
 
 def _names(gpus: list[Any]) -> list[str]:

@@ -37,7 +37,7 @@ def run(
     import keras
 
     from hpsearch.callbacks import EpochLog
-    from hpsearch.devices import configure_devices
+    from hpsearch.devices import configure_devices, report_peak_memory
     from hpsearch.model import build_model, compile_model
     from hpsearch.tensorboard_log import open_tensorboard_log
 
@@ -95,6 +95,7 @@ def run(
             write_json_atomic(output_dir / METRICS_FILE, record)
         raise
     final = _final_metrics(model, data, epochs.history[-1], int(cfg.eval_batch))
+    device["peak_mb"] = report_peak_memory(tf, device)
     if board is not None:
         board.finish(final)
     record |= {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ from typing import Any
 import cloudpickle
 
 from .. import contract, nvml
+from ..atomic import write_json_atomic
 from ..outcome import TaskEnd, TaskResult
+from ..record.reports import reported_peak_mb
 
 
 def run_on_node(
@@ -42,8 +45,52 @@ def run_on_node(
     redirect(job["stdout"], job["stderr"])
     hydra_context, task_function, singleton_state = cloudpickle.loads(task)
     config = cloudpickle.loads(job["config"])
-    result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
+    meter = PeakMeter(gpus[0]) if gpus else None
+    try:
+        result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
+    finally:
+        if meter is not None:
+            meter.record(Path(job["stderr"]).parent / contract.GPU_PEAK_FILE)
     return where, result_bytes(result)
+
+
+class PeakMeter:
+    """The most GPU memory this worker's process tree holds on `gpu` while its job runs, as
+    this node's NVML sees it (the sweep cannot ask another machine's NVML)."""
+
+    def __init__(self, gpu: str, period_s: float = 0.5) -> None:
+        self.gpu, self.period_s, self.peak = gpu, period_s, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="hpsearch-peak", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while True:
+            try:
+                pids = [me.pid, *(c.pid for c in me.children(recursive=True))]
+            except psutil.Error:
+                pids = [me.pid]
+            memory = nvml.nvml_memory(self.gpu, pids)
+            if memory is not None:
+                self.peak = max(self.peak, memory.ours)
+            if self._done.wait(self.period_s):
+                return
+
+    def record(self, path: Path) -> None:
+        """Stop; write the peak and the job's cap beside its reports (the task's own word on
+        its peak, if it gave one there, counts if larger)."""
+        self._done.set()
+        self._thread.join(timeout=5)
+        peak = max(self.peak, reported_peak_mb(path))
+        cap = os.environ.get(contract.MEMORY_LIMIT_MB)
+        data: dict[str, int] = {"peak_mb": peak} if peak else {}
+        if cap:
+            data["cap_mb"] = int(cap)
+        if data:
+            write_json_atomic(path, data)
 
 
 def node_env(

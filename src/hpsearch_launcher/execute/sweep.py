@@ -25,7 +25,7 @@ from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import SlotPool, device_label, spare_counts
 from ..record.progress import SweepState, make_progress
 from ..record.recorder import Recorder
-from ..record.reports import ReportReader, reported_peak_mb
+from ..record.reports import ReportReader, reported_cap_mb, reported_peak_mb
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
 from .backend import EnvKey, Execution, JobSpec, env_key
@@ -357,7 +357,9 @@ class Sweep:
         """The job's peak GPU memory (measured, or as it reported it); with jobs_per_gpu=auto,
         its booking freed (its process is gone) and its kind's estimate learned from it."""
         if run.dir is not None:
-            run.peak_mb = max(run.peak_mb, reported_peak_mb(run.dir / GPU_PEAK_FILE))
+            reported = run.dir / GPU_PEAK_FILE
+            run.peak_mb = max(run.peak_mb, reported_peak_mb(reported))
+            run.cap_mb = run.cap_mb or reported_cap_mb(reported)  # a Ray node's
         if run.peak_mb:
             self._peaks.append(run.peak_mb)
         if self.room.book is None:

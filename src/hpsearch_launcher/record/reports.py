@@ -40,12 +40,22 @@ class ReportReader:
 
 
 def reported_peak_mb(path: Path) -> int:
-    """The peak GPU memory a job reported (hpsearch_launcher.report_gpu_peak), in whole MB;
-    0 when it reported none (or the file is not one it wrote)."""
+    """The peak GPU memory a job reported (hpsearch_launcher.report_gpu_peak, or its Ray
+    worker), in whole MB; 0 when none was (or the file is not one of ours)."""
+    return _whole_mb(path, "peak_mb") or 0
+
+
+def reported_cap_mb(path: Path) -> int | None:
+    """The GPU memory cap a job ran under, as its Ray worker recorded it (its node knew the
+    GPU's size); None when none was."""
+    return _whole_mb(path, "cap_mb")
+
+
+def _whole_mb(path: Path, key: str) -> int | None:
     try:
-        peak = json.loads(path.read_text()).get("peak_mb")
+        value = json.loads(path.read_text()).get(key)
     except (OSError, ValueError, AttributeError):
-        return 0
-    if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not math.isfinite(peak):
-        return 0
-    return max(0, math.ceil(peak))
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return max(0, math.ceil(value))
