@@ -22,7 +22,7 @@ from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import room
 from hpsearch_launcher.execute.sweep import POLL_S
 from hpsearch_launcher.nvml import GpuMemory
-from hpsearch_launcher.plan.memory import jobs_that_fit, room_mb
+from hpsearch_launcher.plan.memory import jobs_that_fit, others_mb, room_mb
 from hpsearch_launcher.plan.slots import SlotPool
 
 
@@ -263,6 +263,30 @@ def test_nvml_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nvml.nvml_total_mb("3") is None  # a GPU NVML does not know
     monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml(init_fails=True))
     assert nvml.nvml_total_mb("0") is None and nvml.nvml_memory("0", []) is None
+
+
+def test_memory_that_moves_between_nvmls_calls_never_counts_as_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NVML's process list and its total are two calls. A job of ours that allocates between
+    them (pid 42: 0, then 400 MB), or exits (pid 43: 300 MB, then gone), counts at its lower
+    figure: the memory it moved is another user's for this answer, never free."""
+    mb = 1024 * 1024
+    lists = iter(
+        [
+            [
+                SimpleNamespace(pid=43, usedGpuMemory=300 * mb),
+                SimpleNamespace(pid=42, usedGpuMemory=0),
+            ],
+            [SimpleNamespace(pid=42, usedGpuMemory=400 * mb)],
+        ]
+    )
+    fake = stand_in_pynvml()
+    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: next(lists)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    memory = nvml.nvml_memory("0", [42, 43])
+    assert memory == GpuMemory(1000, 700, 0, True, {42: 0})
+    assert others_mb(memory, 0) == 700
 
 
 def test_a_missing_gpu_stops_the_sweep_before_results_csv_is_touched(

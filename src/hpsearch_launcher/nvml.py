@@ -70,14 +70,27 @@ def nvml_memory(gpu: str, ours: Collection[int]) -> GpuMemory | None:
     """GPU `gpu`'s total and used memory, and what processes `ours` hold of it; None when NVML
     cannot tell (no driver: a CPU machine, or a GPU id it does not know)."""
 
-    def query(nvml: Any, handle: Any) -> GpuMemory:
-        info = nvml.nvmlDeviceGetMemoryInfo(handle)
-        mine = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
+    def listed(nvml: Any, handle: Any) -> dict[int, int]:
         by_pid: dict[int, int] = {}
-        for p in mine:  # a process may be listed once per CUDA context
-            by_pid[p.pid] = by_pid.get(p.pid, 0) + int((p.usedGpuMemory or 0) // _MB)
+        for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if p.pid in ours:  # a process may be listed once per CUDA context
+                by_pid[p.pid] = by_pid.get(p.pid, 0) + int((p.usedGpuMemory or 0) // _MB)
+        return by_pid
+
+    def query(nvml: Any, handle: Any) -> GpuMemory:
+        # Ours, then the total used, then ours again, each counted at its lower figure: memory
+        # a job allocates, or frees as it exits, between the calls then counts as another
+        # user's (the sweep waits a moment), never as free.
+        before = listed(nvml, handle)
+        info = nvml.nvmlDeviceGetMemoryInfo(handle)
+        after = listed(nvml, handle)
+        by_pid = {pid: min(mb, after[pid]) for pid, mb in before.items() if pid in after}
         return GpuMemory(
-            int(info.total // _MB), int(info.used // _MB), sum(by_pid.values()), bool(mine), by_pid
+            int(info.total // _MB),
+            int(info.used // _MB),
+            sum(by_pid.values()),
+            bool(by_pid),
+            by_pid,
         )
 
     return _ask_nvml(gpu, query)

@@ -17,10 +17,10 @@ from collections.abc import Collection, Sequence
 from ..contract import memory_limit_mb
 from ..nvml import GpuMemory
 from ..plan.memory import jobs_that_fit, others_mb, room_mb
-from ..plan.packing import Estimates, GpuBook
 from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState
 from .backend import Execution
+from .packer import Packer
 from .run import Run
 
 log = logging.getLogger("hpsearch.launcher")
@@ -30,15 +30,16 @@ REFRESH_S = 5.0  # how often a cluster is asked whether it has more room (nodes 
 
 
 class Room:
-    def __init__(self, execution: Execution, pool: SlotPool, state: SweepState) -> None:
+    def __init__(
+        self, execution: Execution, pool: SlotPool, state: SweepState, packer: Packer
+    ) -> None:
         self.execution = execution
         self.pool = pool
         self.state = state  # where waiting GPUs and the slot count are shown
+        self.packer = packer  # jobs_per_gpu=auto: told what NVML says
         self.freed = True  # a slot freed since the GPUs were last asked
         self.gate = execution.settings.wait_for_free_memory
-        totals = {g: t for g, t in execution.memory_total.items() if t is not None}
-        self.book = GpuBook(totals) if execution.packs else None
-        self.estimates = Estimates()
+        self.pids_visible = False  # NVML has listed a process of ours
         self._asked = -MEMORY_POLL_S
         self._refreshed = time.monotonic()
 
@@ -58,30 +59,21 @@ class Room:
             return [pid for held in pids.values() for pid in held]
 
         readings = self.execution.gpu_memory(sorted(asked & set(self.pool.groups)), ours)
+        # Once NVML has listed one of our jobs' processes, it sees our pids: where it lists
+        # none, ours hold nothing yet (just started) and all the memory used is other users'.
+        # Until then ours may be in another PID namespace, and are taken to hold their shares.
+        self.pids_visible |= any(m.ours_seen for m in readings.values())
+        if self.pids_visible:
+            readings = {g: m._replace(ours_seen=True) for g, m in readings.items()}
         for run in running:
             memory = readings.get(run.device)
             if memory is not None and id(run) in pids:
                 held = sum(memory.by_pid.get(pid, 0) for pid in pids[id(run)])
                 run.peak_mb = max(run.peak_mb, held)
-        if self.book is not None:
-            self.book.observe(readings)
-            self._show_waiting({g: self._short(g) for g in readings if self._short(g)})
+        if self.execution.packs:
+            self._show_waiting(self.packer.observe(readings))
         elif self.gate and waiting:
             self._limit_by_count(readings)
-
-    def pack(self, need: int | None) -> None:
-        """jobs_per_gpu=auto: let each group take as many more jobs as reservations of `need`
-        MB (None: one job alone) fit on it now."""
-        assert self.book is not None
-        for group in self.pool.groups:
-            self.pool.limit(group, self.pool.busy[group] + self.book.count(group, need))
-
-    def _short(self, group: str) -> str:
-        """Why `group` takes no job at all now (another user holds its memory), or ""."""
-        assert self.book is not None
-        if self.book.reserved[group] or self.book.room(group) > 0:
-            return ""
-        return f"other processes hold {self.book.others[group]} MB"
 
     def _limit_by_count(self, readings: dict[str, GpuMemory]) -> None:
         """Limit each group to the jobs its GPU's free memory fits; lift the limit when the

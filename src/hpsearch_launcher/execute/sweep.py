@@ -11,25 +11,24 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import cloudpickle
 
-from ..contract import GPU_PEAK_FILE, MEMORY_LIMIT_MB, REPORTS_FILE, STOP_FILE
+from ..contract import GPU_PEAK_FILE, REPORTS_FILE, STOP_FILE
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
-from ..plan.packing import advice, kind_of
-from ..plan.settings import LauncherSettings, LauncherSettingsError
+from ..plan.settings import LauncherSettings
 from ..plan.slots import SlotPool, device_label, spare_counts
 from ..record.progress import SweepState, make_progress
 from ..record.recorder import Recorder
-from ..record.reports import ReportReader, reported_cap_mb, reported_peak_mb
+from ..record.reports import ReportReader
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
 from .backend import EnvKey, Execution, JobSpec, env_key
-from .failures import is_out_of_memory
+from .packer import Packer
 from .room import Room
 from .run import Run, pruned
 from .signals import StopRequest, stop_on_signals
@@ -64,18 +63,18 @@ class Sweep:
         self.pool = SlotPool(execution.groups, execution.slots)
         self.recorder = recorder
         self.stop = StopRequest()
-        self._state = SweepState(total=total or 0, slots=len(self.pool.groups) * self.pool.slots)
-        self.room = Room(execution, self.pool, self._state)
-        self._last_kind: Hashable = None  # of the last job asked: the next one's, likely
-        self._peaks: list[int] = []  # every job's measured peak GPU memory, MB
-        self._unmeasured: set[Hashable] = set()  # kinds whose jobs no one could measure
+        # Jobs at once, for the time left: the slots; packed by memory, the most run so far.
+        at_once = len(self.pool.groups) * (1 if execution.packs else self.pool.slots)
+        self._state = SweepState(total=total or 0, slots=at_once)
+        self.packer = Packer(execution)
+        self.room = Room(execution, self.pool, self._state, self.packer)
 
     def run(self) -> None:
         progress = make_progress(self.pool.groups)
         try:
             with stop_on_signals() as self.stop:
                 while not self.stop.signum:
-                    self._pack()
+                    self.packer.pack(self.pool, self._head)
                     dry = self._ask()
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
@@ -99,8 +98,7 @@ class Sweep:
             progress.close()
             self.recorder.table.flush(force=True)
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
-        totals = [t for t in self.execution.memory_total.values() if t]
-        line = advice(self._peaks, totals, self.settings.jobs_per_gpu)
+        line = self.packer.summary()
         if line:
             log.info("hpsearch: %s", line)
 
@@ -118,8 +116,7 @@ class Sweep:
             self._state.total = max(self._state.total, self._state.asked + 1)
             self._state.asked += 1
             if job.previous is None:
-                self.queue.append(Run(job, key=ask.key, kind=self._kind(job)))
-                self._last_kind = self.queue[-1].kind
+                self.queue.append(Run(job, key=ask.key, kind=self.packer.kind(job)))
                 continue
             ret = self.recorder.resumed(job)
             self._state.resumed += 1
@@ -138,33 +135,16 @@ class Sweep:
             len(self.queue) + len(self.whole_queue) + (self.source.remaining() or 0)
         )
         self._state.running = {}
+        if self.execution.packs:
+            self._state.slots = max(self._state.slots, len(self.running))
         for run in self.running.values():
             self._state.running.setdefault(run.device, []).append(run.job.label)
         return self._state
 
-    def _kind(self, job: Job) -> Hashable:
-        """What decides the job's GPU memory, where GPUs are packed by it."""
-        if not self.execution.packs:
-            return None
-        try:
-            return kind_of(job.config, self.settings.memory_keys)
-        except KeyError as err:
-            raise LauncherSettingsError(
-                f"hydra.launcher.memory_keys={list(self.settings.memory_keys)}: job {job.num} "
-                f"({job.label}) has no key {err.args[0]!r} in its config; name keys of the "
-                "task's config (swept or not), e.g. memory_keys=[model]"
-            ) from None
-
-    def _need(self, run: Run | None) -> int | None:
-        """jobs_per_gpu=auto: the MB a job reserves; None: it runs alone (its kind unknown).
-        With no job given, that of the jobs still to come (as the last one asked)."""
-        kind = run.kind if run is not None else self._last_kind
-        return self.room.estimates.need(kind)
-
-    def _pack(self) -> None:
-        """jobs_per_gpu=auto: each GPU's free slots, as many as the next job's reservation fits."""
-        if self.room.book is not None:
-            self.room.pack(self._need(self.queue[0] if self.queue else None))
+    @property
+    def _head(self) -> Run | None:
+        """The job that starts next, if one is queued."""
+        return self.queue[0] if self.queue else None
 
     def _start_ready(self) -> None:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the
@@ -174,7 +154,7 @@ class Sweep:
                 self.whole_queue.remove(run)
                 self._start(run, run.device)
         while self.queue and not self.stop.signum:
-            self._pack()  # the next job's reservation may differ from the last one's
+            self.packer.pack(self.pool, self._head)  # its reservation may differ from the last
             if not self.pool.has_free():
                 break
             self._start(self.queue.popleft(), self.pool.acquire())
@@ -183,7 +163,7 @@ class Sweep:
         job = run.job
         run.device = device
         run.attempts += 1
-        env = self._book(run, device)
+        env = self.packer.book_start(run, device)
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
@@ -210,34 +190,14 @@ class Sweep:
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
-    def _book(self, run: Run, device: str) -> dict[str, str]:
-        """The job's environment on `device`; with jobs_per_gpu=auto, its reservation booked
-        there: its kind's need as its cap, or (kind unknown, or retried alone) the whole GPU."""
-        run.peak_mb = 0
-        run.alone = run.whole
-        if self.room.book is not None:
-            need = None if run.whole else self._need(run)
-            run.alone = need is None
-            self.room.book.reserve(device, id(run), need)
-            env = self.execution.job_env(device, whole=run.alone, cap_mb=need)
-        else:
-            env = self.execution.job_env(device, whole=run.whole)
-        cap = env.get(MEMORY_LIMIT_MB)
-        run.cap_mb = int(cap) if cap else None
-        return env
-
     def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
         """Warm start: the spares each slot group wants (plan.slots.spare_counts), for the
         jobs still to start: queued, or still with the source."""
         more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
         left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
         wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
-        need = self._need(self.queue[0] if self.queue else None)
         for group, count in spare_counts(self.pool, left):
-            if self.room.book is None:
-                env = self.execution.job_env(group)
-            else:  # for the next job's reservation
-                env = self.execution.job_env(group, whole=need is None, cap_mb=need)
+            env = self.packer.spare_env(group, self._head)
             wanted[env_key(env)] = (env, count)
         return wanted
 
@@ -314,7 +274,7 @@ class Sweep:
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
         self.room.freed = True
-        self._measured(run, outcome)
+        self.packer.ended(run, outcome)
         if retry and not outcome.ended and self._retry(run, outcome):
             return
         job = run.job
@@ -352,32 +312,6 @@ class Sweep:
             else:
                 self._state.failed += 1
             log.error("job %d %s %s: %s", job.num, status.value.upper(), label, outcome.reason)
-
-    def _measured(self, run: Run, outcome: Outcome) -> None:
-        """The job's peak GPU memory (measured, or as it reported it); with jobs_per_gpu=auto,
-        its booking freed (its process is gone) and its kind's estimate learned from it."""
-        if run.dir is not None:
-            reported = run.dir / GPU_PEAK_FILE
-            run.peak_mb = max(run.peak_mb, reported_peak_mb(reported))
-            run.cap_mb = run.cap_mb or reported_cap_mb(reported)  # a Ray node's
-        if run.peak_mb:
-            self._peaks.append(run.peak_mb)
-        if self.room.book is None:
-            return
-        self.room.book.release(id(run))
-        tail = run.handle.log_tail() if run.handle is not None and not outcome.ok else ""
-        if not outcome.ended and is_out_of_memory(outcome, tail):
-            self.room.estimates.outgrown(run.kind)  # its next jobs run alone, and are measured
-        elif run.peak_mb:
-            self.room.estimates.learn(run.kind, run.peak_mb)
-        elif outcome.ok and run.kind not in self._unmeasured:
-            self._unmeasured.add(run.kind)
-            log.warning(
-                "hpsearch: jobs_per_gpu=auto: job %d's GPU memory could not be measured (NVML "
-                "listed none of its processes, and it reported none: "
-                "hpsearch_launcher.report_gpu_peak): its kind's jobs run one per GPU",
-                run.job.num,
-            )
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone on its device after running
