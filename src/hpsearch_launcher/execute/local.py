@@ -3,10 +3,13 @@ environment fixed (the only moment CUDA, TensorFlow, JAX and PyTorch read it), u
 
 Warm start: a *spare* is such a process made ahead of need, for one environment (one slot's:
 its GPU, memory cap, threads), that has already imported Python, Hydra, the task's module and
-the `preload` modules, and waits, touching no GPU, for its one job. A job whose environment
-matches a spare's is handed to it and starts at once; any other job (an out-of-memory retry
-with the whole GPU) gets a cold process. A spare that dies while waiting is dropped, never
-handed a job. Spares nobody needs are killed: they hold no work.
+the `preload` modules (`auto`: those the jobs were seen to import, execute.spare), and waits,
+touching no GPU, for its one job. A job whose environment matches a spare's is handed to it and
+starts at once; any other job (an out-of-memory retry with the whole GPU) gets a cold process.
+A spare that dies while waiting is dropped, never handed a job; one still importing a module
+no spare has yet imported in time is not handed one either (the job starts cold), and one
+stuck in an import past the bound is killed and replaced. Spares nobody needs are killed: they
+hold no work.
 
 The process is owned here through `subprocess`: its pid and exit status are public, which
 loky's executor does not give. Files, not pipes, carry the job in and the result out: a large
@@ -19,7 +22,6 @@ import contextlib
 import json
 import logging
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -29,7 +31,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
@@ -37,42 +38,33 @@ import psutil
 
 from ..outcome import Ending, Outcome, outcome_of
 from .backend import EnvKey, JobHandle, JobSpec, env_key, last_error_line, sweep_sys_path
-from .child import BOOT
+from .child import BOOT, MORE
+from .spare import Preloads, Spare, StatusReader
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
 MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
+# A spare importing one module ahead longer than this (s) is killed, and the module dropped.
+PRELOAD_BOUND_S = float(os.environ.get("HPSEARCH_PRELOAD_TIMEOUT", "120"))
+STATUS_POLL_S = 1.0  # a job's watcher wakes so often to see whether its process has ended
 log = logging.getLogger("hpsearch.launcher")
-
-
-@dataclass
-class Spare:
-    proc: subprocess.Popen[bytes]
-    log: Path  # what it printed while it prepared: goes first into its job's stderr.log
-    ready_fd: int  # the spare writes a byte here once its imports are done
-    is_ready: bool = False
-
-    def ready(self) -> bool:
-        """Whether its imports are done (it said so on its pipe); never blocks."""
-        if not self.is_ready and self.ready_fd >= 0:
-            readable, _, _ = select.select([self.ready_fd], [], [], 0)
-            if readable:
-                self.is_ready = os.read(self.ready_fd, 1) == b"r"  # b"": it died
-                self.close()
-        return self.is_ready
-
-    def close(self) -> None:
-        if self.ready_fd >= 0:
-            os.close(self.ready_fd)
-            self.ready_fd = -1
 
 
 class LocalHandle:
     """One job's process: started at once, watched by a thread that resolves `outcome`."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], spec: JobSpec, result_path: Path) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        spec: JobSpec,
+        result_path: Path,
+        status: StatusReader,
+        preloads: Preloads,
+    ) -> None:
         self.proc = proc
         self.spec = spec
         self.result_path = result_path
+        self.status = status
+        self.preloads = preloads
         self.outcome: Future[Outcome] = Future()
         self._started = time.monotonic()  # its process exists: it runs
         threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
@@ -88,12 +80,27 @@ class LocalHandle:
         return ""  # the sweep chose its device
 
     def _watch(self) -> None:
+        self._listen()
         code = self.proc.wait()
         try:
             outcome = self._read_outcome(code)
         except Exception as err:  # never leave the sweep waiting on a future that won't resolve
             outcome = Outcome(Ending.EXITED, code=code, detail=f"unreadable result: {err!r}")
         self.outcome.set_result(outcome)
+
+    def _listen(self) -> None:
+        """Hear what the job says it imports until its pipe closes or its process has ended
+        (a forked child of the job may hold the pipe open past it)."""
+        try:
+            while (lines := self.status.lines(STATUS_POLL_S)) is not None:
+                for line in lines:
+                    self.preloads.heard(line)
+                if not lines and self.proc.poll() is not None:
+                    break
+        except Exception as err:  # what it imported is a hint: never lose the job's outcome
+            log.debug("hpsearch: job %d's status pipe: %r", self.spec.num, err)
+        finally:
+            self.status.close()
 
     def _read_outcome(self, code: int) -> Outcome:
         if self.result_path.exists():
@@ -122,13 +129,14 @@ class LocalBackend:
     `prepare`, spares made ahead for the environments the next jobs will have."""
 
     def __init__(
-        self, task_payload: bytes, preload: Sequence[str] = (), max_preparing: int = 1
+        self, task_payload: bytes, preload: Sequence[str] | None = (), max_preparing: int = 1
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task_payload)
         self.sys_path = json.dumps(sweep_sys_path())
-        self.preload = json.dumps(list(preload))
+        # None: `preload: auto`.
+        self.preloads = Preloads(None if preload is None else tuple(preload))
         # Spares importing at once: more would slow the jobs that are still importing (the
         # first round, on a box with few cores) more than it gains.
         self.max_preparing = max_preparing
@@ -154,34 +162,46 @@ class LocalBackend:
         message = f"{job_file}\n".encode()
         spare = self._take_spare(env)
         if spare is not None:
-            spare.close()
             try:
-                return self._hand_over(spare.proc, message, spec, result)
+                return self._hand_over(spare.proc, spare.status, message, spec, result)
             except OSError:  # it died between the check and the hand-over: a cold one instead
                 self._kill(spare)
-        proc = self._spawn(env, spec.stderr_path, preload="[]")
-        return self._hand_over(proc, message, spec, result)
+        proc, status = self._spawn(env, spec.stderr_path, [])
+        return self._hand_over(proc, status, message, spec, result)
 
     def _hand_over(
-        self, proc: subprocess.Popen[bytes], message: bytes, spec: JobSpec, result: Path
+        self,
+        proc: subprocess.Popen[bytes],
+        status: StatusReader,
+        message: bytes,
+        spec: JobSpec,
+        result: Path,
     ) -> LocalHandle:
         assert proc.stdin is not None
         proc.stdin.write(message)
         proc.stdin.close()
-        return LocalHandle(proc, spec, result)
+        return LocalHandle(proc, spec, result, status, self.preloads)
 
     def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
         """Keep `count` waiting spares for each environment in `wanted`, none for others:
-        dead spares are dropped (and so replaced), surplus ones killed, missing ones made."""
+        dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
+        made, waiting ones asked for the modules learned since they were made."""
+        ready: dict[int, bool] = {}
         for key in list(self.spares):
-            alive = [s for s in self.spares[key] if self._alive(s, key)]
+            alive = [s for s in self.spares[key] if self._alive(s, key) and not self._stuck(s)]
             count = wanted[key][1] if key in wanted else 0
             for spare in alive[count:]:
                 self._kill(spare)
             self.spares[key] = alive[:count]
-        budget = self.max_preparing - sum(
-            not s.ready() for spares in self.spares.values() for s in spares
-        )
+            ready.update((id(s), self.preloads.read(s)) for s in self.spares[key])
+        budget = self.max_preparing - sum(not r for r in ready.values())
+        modules = self.preloads.modules()
+        for spares in self.spares.values():
+            for spare in spares:
+                missing = [m for m in modules if m not in spare.has]
+                if missing and (budget > 0 or not ready[id(spare)]):
+                    budget -= ready[id(spare)]
+                    self._ask_more(spare, missing)
         for key, (env, count) in wanted.items():
             have = self.spares.setdefault(key, [])
             if self._deaths.get(key, 0) >= MAX_SPARE_DEATHS:
@@ -190,17 +210,31 @@ class LocalBackend:
                 budget -= 1
                 self._made += 1
                 path = self.dir / f"spare-{self._made}.log"
-                read_end, write_end = os.pipe()
-                proc = self._spawn(env, str(path), self.preload, write_end)
-                os.close(write_end)
-                have.append(Spare(proc, path, read_end))
+                proc, status = self._spawn(env, str(path), modules)
+                have.append(Spare(proc, path, status, list(modules)))
+
+    def _ask_more(self, spare: Spare, modules: list[str]) -> None:
+        """Have a waiting spare import `modules` too (learned since it was made)."""
+        assert spare.proc.stdin is not None
+        try:
+            spare.proc.stdin.write(f"{MORE}{json.dumps(modules)}\n".encode())
+            spare.proc.stdin.flush()
+        except OSError:  # it died: the next prepare drops it
+            return
+        spare.asked.extend(modules)
+        spare.has.update(modules)
+        spare.batches += 1
 
     def _take_spare(self, env: Mapping[str, str]) -> Spare | None:
+        """A live spare for `env` that is ready, or still importing only modules some spare
+        has imported in time before (not one that may hang there)."""
         key = env_key(env)
         spares = self.spares.get(key, [])
-        while spares:
-            spare = spares.pop(0)
-            if self._alive(spare, key):
+        for spare in list(spares):
+            if not self._alive(spare, key):
+                spares.remove(spare)
+            elif self.preloads.read(spare) or not self.preloads.unproven(spare.asked):
+                spares.remove(spare)
                 return spare
         return None
 
@@ -209,18 +243,35 @@ class LocalBackend:
         if code is None:
             return True
         self._deaths[key] = self._deaths.get(key, 0) + 1
+        how = f"exit status {code}" if code >= 0 else f"signal {-code}"
+        if spare.importing is not None:  # it died importing a module ahead: that one goes
+            self.preloads.drop(spare.importing[0], f"a waiting process died importing it ({how})")
         log.warning(
             "hpsearch: a spare process (pid %d) died while waiting for a job (%s); "
             "it is replaced, and no job was given to it: see %s",
             spare.proc.pid,
-            f"exit status {code}" if code >= 0 else f"signal {-code}",
+            how,
             spare.log,
         )
+        spare.status.close()
         return False
+
+    def _stuck(self, spare: Spare) -> bool:
+        """Whether it has been importing one module ahead past the bound: then it is killed,
+        and the module dropped (its jobs start without it)."""
+        if spare.importing is None or time.monotonic() - spare.importing[1] < PRELOAD_BOUND_S:
+            return False
+        self.preloads.drop(
+            spare.importing[0],
+            f"a waiting process was still importing it after {PRELOAD_BOUND_S:g} s "
+            "(HPSEARCH_PRELOAD_TIMEOUT), and was killed",
+        )
+        self._kill(spare)
+        return True
 
     def _kill(self, spare: Spare) -> None:
         """A spare has no job to lose: killed at once, its whole group."""
-        spare.close()
+        spare.status.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(spare.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -229,19 +280,27 @@ class LocalBackend:
             spare.proc.stdin.close()
 
     def _spawn(
-        self, env: Mapping[str, str], early_log: str, preload: str, ready_fd: int = -1
-    ) -> subprocess.Popen[bytes]:
-        args = [self.sys_path, str(self.task_file), early_log, preload, str(ready_fd)]
-        return subprocess.Popen(
-            [sys.executable, "-c", BOOT, *args],
-            pass_fds=(ready_fd,) if ready_fd >= 0 else (),
-            env={**os.environ, **env},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group: ended as a tree, Ctrl-C spared
-            close_fds=True,
-        )
+        self, env: Mapping[str, str], early_log: str, preload: list[str]
+    ) -> tuple[subprocess.Popen[bytes], StatusReader]:
+        read_end, write_end = os.pipe()
+        args = [self.sys_path, str(self.task_file), early_log, json.dumps(preload), str(write_end)]
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", BOOT, *args],
+                pass_fds=(write_end,),
+                env={**os.environ, **env},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: ended as a tree, Ctrl-C spared
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        return proc, StatusReader(read_end)
 
     def stop(self, handle: JobHandle, force: bool) -> None:
         if isinstance(handle, LocalHandle):
