@@ -37,7 +37,7 @@ def test_a_learned_module_that_fails_or_hangs_ahead_never_harms_a_job(
     runner: Runner, marks: Path, tmp_path: Path, moody: str
 ) -> None:
     """moody_module imports fine in a job, but raises or hangs in a waiting process: every job
-    still runs (one that would have waited on a hanging spare starts cold), one warning."""
+    still runs (one handed to a spare that hangs there gets a cold process), one warning."""
     args = runner.probe_sweep(
         marks, "x=0,1,2,3,4,5", "imports=[moody_module]", *ONE_AT_A_TIME, "sleep=1.5"
     )
@@ -48,7 +48,7 @@ def test_a_learned_module_that_fails_or_hangs_ahead_never_harms_a_job(
     assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
     warnings = [line for line in result.stdout.splitlines() if "preload moody_module" in line]
     assert len(warnings) == 1, result.stdout
-    assert ("ImportError" if moody == "raise" else "still importing it after 3 s") in warnings[0]
+    assert ("ImportError" if moody == "raise" else "still at it after 3 s") in warnings[0]
     assert roles(processes_tagged(runner.tag))["spare"] == 0
 
 

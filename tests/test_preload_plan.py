@@ -56,13 +56,3 @@ def test_a_failed_module_is_dropped_with_one_warning() -> None:
     assert plan.failed("broken", "again") is None  # one warning, not one per spare
     plan.learn(["broken"])
     assert plan.modules() == ["tensorflow"]
-
-
-def test_a_spare_importing_a_module_never_imported_in_time_is_unproven() -> None:
-    plan = PreloadPlan(("json",))
-    assert not plan.unproven(["json"])  # the user's own list: as trusted as ever
-    plan = PreloadPlan(None)
-    plan.learn(["tensorflow"])
-    assert plan.unproven(["tensorflow"])
-    plan.imported("tensorflow", 4.2)
-    assert not plan.unproven(["tensorflow"]) and not plan.unproven([])

@@ -110,7 +110,9 @@ class ImportWatch:
             now = sys.modules.copy()  # one C call: safe while another thread imports
             new = [n for n in now if n not in self.seen]
             self.seen.update(new)
-        found = [n for n in new if "." not in n and n != "__main__" and _is_imported(now[n])]
+        # Top-level names only (a dotted one is not an identifier), none made up by a package
+        # (a hash, "_sysconfigdata__linux_x86_64-linux-gnu").
+        found = [n for n in new if n.isidentifier() and n != "__main__" and _is_imported(now[n])]
         if found:
             self.status.send("imported " + " ".join(found))
 

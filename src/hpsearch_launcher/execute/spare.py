@@ -13,12 +13,15 @@ import select
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan.preload import PreloadPlan
 
 log = logging.getLogger("hpsearch.launcher")
+# A process importing one module ahead of its job longer than this (s) is replaced by a fresh
+# one, and the module dropped: an import that hangs never holds a job.
+PRELOAD_BOUND_S = float(os.environ.get("HPSEARCH_PRELOAD_TIMEOUT", "120"))
 
 
 class StatusReader:
@@ -49,18 +52,14 @@ class StatusReader:
             self.fd = -1
 
 
-@dataclass
+@dataclass(eq=False)
 class Spare:
     proc: subprocess.Popen[bytes]
     log: Path  # what it printed while it prepared: goes first into its job's stderr.log
     status: StatusReader
-    asked: list[str]  # modules asked of it, not yet imported (or failed)
-    has: set[str] = field(default_factory=set)  # every module asked of it
+    has: set[str]  # every module asked of it
     batches: int = 1  # preload batches not yet answered `ready`
     importing: tuple[str, float] | None = None  # the module it imports now, since when
-
-    def __post_init__(self) -> None:
-        self.has.update(self.asked)
 
 
 class Preloads:
@@ -75,13 +74,10 @@ class Preloads:
         with self._lock:
             return self.plan.modules()
 
-    def unproven(self, names: list[str]) -> bool:
-        with self._lock:
-            return self.plan.unproven(names)
-
     def heard(self, line: str, spare: Spare | None = None) -> None:
         """One status line from a spare (`spare`) or a job's process (None)."""
         word, _, rest = line.partition(" ")
+        log.debug("hpsearch: %s: %s", "a spare" if spare else "a job", line)
         if word == "imported":
             with self._lock:
                 self.plan.learn(rest.split())
@@ -93,8 +89,6 @@ class Preloads:
             name, _, detail = rest.partition(" ")
             if spare is not None:
                 spare.importing = None
-                if name in spare.asked:
-                    spare.asked.remove(name)
             if word == "failed":
                 self.drop(name, f"failed in a waiting process ({detail})")
             else:
@@ -106,6 +100,18 @@ class Preloads:
             warning = self.plan.failed(name, why)
         if warning:
             log.warning(warning)
+
+    def stuck(self, spare: Spare) -> bool:
+        """Whether `spare` has been importing one module ahead for over PRELOAD_BOUND_S: then
+        the caller replaces it, and the module is dropped here."""
+        if spare.importing is None or time.monotonic() - spare.importing[1] < PRELOAD_BOUND_S:
+            return False
+        self.drop(
+            spare.importing[0],
+            f"a process importing it ahead of a job was still at it after {PRELOAD_BOUND_S:g} s "
+            "(HPSEARCH_PRELOAD_TIMEOUT), and was replaced by a fresh one",
+        )
+        return True
 
     def read(self, spare: Spare) -> bool:
         """Take in what `spare` said since last asked; whether its imports are all done."""

@@ -33,7 +33,6 @@ class PreloadPlan:
         self.auto = explicit is None  # None: `preload: auto`
         self._explicit = frozenset(explicit or ())
         self._names: list[str] = list(explicit or ())  # in the order first given or seen
-        self._proven: set[str] = set(self._explicit)  # the user's own, or imported in time once
         self._dropped: set[str] = set()
 
     def learn(self, names: list[str]) -> None:
@@ -50,14 +49,8 @@ class PreloadPlan:
 
     def imported(self, name: str, seconds: float) -> None:
         """A spare imported `name` in `seconds`."""
-        self._proven.add(name)
         if seconds < CHEAP_S and name not in self._explicit:
             self._dropped.add(name)
-
-    def unproven(self, names: list[str]) -> bool:
-        """Whether any of `names` has never been imported in time by a spare: a spare still
-        importing one is not handed a job (it might hang there); the job starts cold."""
-        return any(n not in self._proven for n in names)
 
     def failed(self, name: str, why: str) -> str | None:
         """`name` failed in a spare (raised, hung, or its process died): dropped; the warning
@@ -65,7 +58,6 @@ class PreloadPlan:
         if name in self._dropped:
             return None
         self._dropped.add(name)
-        self._proven.discard(name)
         return (
             f"hpsearch: preload {name}: {why}; later jobs' processes no longer import it "
             "ahead (a job that needs it imports it itself)"
