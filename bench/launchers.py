@@ -6,6 +6,11 @@
 
 Workloads (2 slots each; a "slot" is what a GPU box would give one job):
   tf8, tf3     8 jobs that import TensorFlow, build a model and hold the "GPU" 8 s / 3 s
+               (hpsearch with preload=[tensorflow])
+  tf8lazy, tf3lazy   the same, run with no launcher settings at all (the user's defaults:
+               preload auto), beside joblib: TensorFlow imported inside the task
+  tf8top, tf3top     the same, with TensorFlow imported at the top of the script
+               (bench/apps/workload_tf_top.py): the sweep process imports it too
   tf8x32       the same with 32 jobs holding 8 s
   sleep16      16 jobs that sleep 1 s
   trivial64    64 jobs that return at once
@@ -24,7 +29,8 @@ RAM), and task-spooler (`tsp -S 2`, one `python app.py` per job). One
 that is not installed is reported as skipped.
 
 The ideal of a workload is one cold start (the first job cannot hide it: measured here as one
-job run alone) plus jobs x hold / slots.
+job run alone) plus jobs x hold / slots. "first job at" is when the first job's task began,
+counted from the contender's command being started (the sweep's own start-up, its imports).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "bench" / "apps" / "workload.py"
+TF_TOP_APP = REPO / "bench" / "apps" / "workload_tf_top.py"
 DRIVER = REPO / "bench" / "apps" / "timed_launch.py"
 SLOTS = 2
 
@@ -55,12 +62,18 @@ class Workload:
     jobs: int
     mode: str  # trivial, sleep, tf
     hold: float
+    app: Path = APP
+    defaults: bool = False  # hpsearch with no launcher settings, beside joblib only
 
 
 WORKLOADS = {
     "tf8": Workload("tf8", 8, "tf", 8.0),
     "tf3": Workload("tf3", 8, "tf", 3.0),
     "tf8x32": Workload("tf8x32", 32, "tf", 8.0),
+    "tf8lazy": Workload("tf8lazy", 8, "tf", 8.0, defaults=True),
+    "tf8top": Workload("tf8top", 8, "tf", 8.0, TF_TOP_APP, defaults=True),
+    "tf3lazy": Workload("tf3lazy", 8, "tf", 3.0, defaults=True),
+    "tf3top": Workload("tf3top", 8, "tf", 3.0, TF_TOP_APP, defaults=True),
     "sleep16": Workload("sleep16", 16, "sleep", 1.0),
     "trivial64": Workload("trivial64", 64, "trivial", 0.0),
 }
@@ -89,13 +102,20 @@ def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]]
     ]
 
     def command(*launcher: str) -> Callable[[Path, Path], list[list[str]]]:
-        return lambda marks, out: [[py, str(APP), *hydra_args(w, marks, out), *launcher]]
+        return lambda marks, out: [[py, str(w.app), *hydra_args(w, marks, out), *launcher]]
+
+    if w.defaults:  # n_jobs' default is this machine's cores: SLOTS here, else said so
+        cores = [] if os.cpu_count() == SLOTS else [f"hydra.launcher.n_jobs={SLOTS}"]
+        return {
+            "hpsearch defaults": command("hydra/launcher=hpsearch", *cores),
+            "joblib": command("hydra/launcher=joblib", f"hydra.launcher.n_jobs={SLOTS}"),
+        }
 
     def spooler(marks: Path, out: Path) -> list[list[str]]:
         return [
             [
                 py,
-                str(APP),
+                str(w.app),
                 f"x={i}",
                 f"mode={w.mode}",
                 f"hold={w.hold}",
@@ -168,7 +188,7 @@ def cold_start(w: Workload, work: Path) -> float:
     subprocess.run(
         [
             sys.executable,
-            str(APP),
+            str(w.app),
             f"mode={w.mode}",
             "hold=0",
             f"marks={marks}",
@@ -186,28 +206,31 @@ def bench_workload(w: Workload, repeats: int, work: Path, only: list[str] | None
     ideal = cold + w.jobs * w.hold / SLOTS
     print(f"\n## {w.name}: {w.jobs} jobs, mode={w.mode}, hold {w.hold:g} s, {SLOTS} slots")
     print(f"cold start {cold:.1f} s; ideal {ideal:.1f} s = cold + {w.jobs} x {w.hold:g} / {SLOTS}")
-    print(f"| contender | best of {repeats} (s) | x ideal | distinct pids |")
-    print("|---|---|---|---|")
+    print(f"| contender | best of {repeats} (s) | x ideal | first job at (s) | distinct pids |")
+    print("|---|---|---|---|---|")
     results: dict[str, float] = {}
     for name, make in contenders(w).items():
         if only and name not in only:
             continue
         if make is None:
-            print(f"| {name} | skipped: not installed, or unfit (see the docstring) | | |")
+            print(f"| {name} | skipped: not installed, or unfit (see the docstring) | | | |")
             continue
-        best, pids = float("inf"), 0
+        best, first, pids = float("inf"), float("inf"), 0
         for r in range(repeats):  # contenders alternate within a repeat: same noise for all
             marks = Path(tempfile.mkdtemp(dir=work, prefix=f"{w.name}-"))
+            began = time.time()
             seconds = run_contender(name, make(marks, marks / "out"), marks)
             records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
             assert len(records) == w.jobs, f"{name}: {len(records)} of {w.jobs} jobs recorded"
-            best, pids = min(best, seconds), len({r["pid"] for r in records})
+            if seconds < best:
+                best, first = seconds, min(rec["start"] for rec in records) - began
+            pids = len({rec["pid"] for rec in records})
             del r
         results[name] = best
-        print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {pids} |")
-    if "hpsearch warm" in results and "joblib" in results:
-        ratio = results["hpsearch warm"] / results["joblib"]
-        print(f"hpsearch warm / joblib = {ratio:.2f}")
+        print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {first:.1f} | {pids} |")
+    ours = "hpsearch defaults" if w.defaults else "hpsearch warm"
+    if ours in results and "joblib" in results:
+        print(f"{ours} / joblib = {results[ours] / results['joblib']:.2f}")
 
 
 def bench_digits(repeats: int, work: Path) -> None:

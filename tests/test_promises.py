@@ -15,34 +15,37 @@ from conftest import Runner
 
 from hpsearch_launcher.execute.backend import env_key
 from hpsearch_launcher.execute.local import LocalBackend
+from hpsearch_launcher.execute.spare import StatusReader
 
 
 class SpareStandIn:
     """Stands in for LocalBackend._spawn: a real process that waits (so killing it is real)
-    but never imports anything; the test says when each is ready, writing to the pipe end the
-    stand-in keeps, as a spare does once its imports are done."""
+    but never imports anything; the test says when each is ready, writing to its status pipe,
+    as a spare does once its imports are done."""
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.write_ends: list[int] = []  # one per spare made, in the order they were made
 
     def __call__(
-        self, env: Mapping[str, str], early_log: str, preload: str, ready_fd: int = -1
-    ) -> subprocess.Popen[bytes]:
-        self.write_ends.append(os.dup(ready_fd))  # the caller closes its own copy
-        return subprocess.Popen(
+        self, env: Mapping[str, str], early_log: str, preload: list[str]
+    ) -> tuple[subprocess.Popen[bytes], StatusReader]:
+        read_end, write_end = os.pipe()
+        self.write_ends.append(write_end)
+        proc = subprocess.Popen(
             ["sleep", "600"],
             env=self.runner.env(),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             start_new_session=True,  # as a real spare: its own group, which _kill ends
         )
+        return proc, StatusReader(read_end)
 
     @property
     def made(self) -> int:
         return len(self.write_ends)
 
     def ready(self, n: int) -> None:
-        os.write(self.write_ends[n], b"r")
+        os.write(self.write_ends[n], b"ready\n")
 
     def close(self) -> None:
         for fd in self.write_ends:

@@ -127,10 +127,20 @@ def test_the_whole_gpu_is_a_valid_fraction() -> None:
 
 @pytest.mark.parametrize(
     ("value", "names"),
-    [(None, ()), ([], ()), ("json", ("json",)), (["os.path", "json"], ("os.path", "json"))],
+    [
+        ("auto", None),  # None: learn what the jobs import
+        (None, ()),
+        ([], ()),
+        ("json", ("json",)),
+        (["os.path", "json"], ("os.path", "json")),
+    ],
 )
-def test_preload(value: object, names: tuple) -> None:
+def test_preload(value: object, names: tuple | None) -> None:
     assert parse_settings({"preload": value}).preload == names
+
+
+def test_preload_is_learned_by_default() -> None:
+    assert parse_settings({}).preload is None
 
 
 @pytest.mark.parametrize(
@@ -138,6 +148,8 @@ def test_preload(value: object, names: tuple) -> None:
     [
         (["no_such_module_xyz.sub"], "'no_such_module_xyz' here"),
         (["not a name"], "'not a name' is not a module name"),
+        (["pycuda.autoinit"], "'pycuda.autoinit' takes a GPU when imported"),
+        ("theano", "'theano' takes a GPU when imported"),
     ],
 )
 def test_bad_preload(value: list, message: str) -> None:

@@ -1,5 +1,5 @@
-"""The bench's workload: a Hydra app whose jobs are trivial, sleep, or import TensorFlow and
-hold a "GPU"; each records when its task began and ended."""
+"""The bench's workload: a Hydra app whose jobs are trivial, sleep, or import TensorFlow (inside
+the task, lazily) and hold a "GPU"; each records when its task began and ended."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig
@@ -17,10 +18,20 @@ def workload(cfg: DictConfig) -> float:
     if cfg.mode == "tf":
         import tensorflow as tf
 
-        model = tf.keras.Sequential(
-            [tf.keras.Input((64,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(10)]
-        )
-        model.compile("adam", "mse")
+        build_model(tf)
+    return hold_and_record(cfg, started)
+
+
+def build_model(tf: Any) -> None:
+    """A small Keras model, compiled: what a job does with TensorFlow before it trains."""
+    model = tf.keras.Sequential(
+        [tf.keras.Input((64,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(10)]
+    )
+    model.compile("adam", "mse")
+
+
+def hold_and_record(cfg: DictConfig, started: float) -> float:
+    """Hold the "GPU" (`hold` s), then append the job's start and end to marks/records.jsonl."""
     if cfg.mode in ("tf", "sleep"):
         time.sleep(cfg.hold)
     record = {"x": cfg.x, "pid": os.getpid(), "start": started, "end": time.time()}

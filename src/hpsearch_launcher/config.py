@@ -69,8 +69,9 @@ class LauncherSettings:
     # Warm start: while a slot's job runs, its next job's process is made and waits, imports
     # done, touching no GPU; still one fresh process per job. false: each process starts cold.
     warm_start: bool = True
-    # Modules a waiting process imports ahead of its job (e.g. [tensorflow] or [torch]).
-    preload: tuple[str, ...] = ()
+    # Modules a waiting process imports ahead of its job: "auto" (those the jobs are seen to
+    # import), a list (e.g. [tensorflow]), or [] for none. Checked: None for "auto", else a tuple.
+    preload: Any = "auto"
     # Stop a job early once its reports (hpsearch_launcher.report, once an epoch) are hopeless:
     # "none", or "median": its best value so far is worse than the median of the completed
     # jobs' values at the same step (a plain grid can prune too; Optuna searches set

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -20,6 +21,10 @@ from hpsearch_launcher import report, report_gpu_peak
 
 
 def probe(cfg: DictConfig) -> float:
+    # When a warm spare imported the marker module (hydra.launcher.preload), if one did.
+    preloaded_at = getattr(sys.modules.get("preload_marker"), "IMPORTED_AT", None)
+    for name in cfg.imports:  # what a task imports itself (and preload: auto learns)
+        importlib.import_module(name)
     num = HydraConfig.get().job.num
     marks = Path(cfg.marks)
     started = time.time()
@@ -72,8 +77,7 @@ def probe(cfg: DictConfig) -> float:
         "cap_mb": os.environ.get("HPSEARCH_GPU_MEMORY_LIMIT_MB"),
         "gpu_mb": cfg.gpu_mb,
         "cwd": os.getcwd(),
-        # When a warm spare imported the preload module (hydra.launcher.preload), if it did.
-        "preloaded_at": getattr(sys.modules.get("preload_marker"), "IMPORTED_AT", None),
+        "preloaded_at": preloaded_at,
         "output_dir": HydraConfig.get().runtime.output_dir,
         "start": started,
         "sleepers_at_start": sleepers,

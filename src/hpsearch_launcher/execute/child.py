@@ -1,22 +1,29 @@
 """The job's side: the first code that runs in the fresh process created for one job.
 
-    python -c BOOT SYS_PATH_JSON TASK_FILE EARLY_LOG PRELOAD_JSON READY_FD
+    python -c BOOT SYS_PATH_JSON TASK_FILE EARLY_LOG PRELOAD_JSON STATUS_FD
 
 Order matters. The process (already its own session, so Ctrl-C reaches only the sweep, which
 then ends the jobs in order) starts the watchdog that ends it if the sweep dies, points file
 descriptors 1 and 2 at EARLY_LOG, and only then unpickles the task (which imports its module),
 so even import-time output is kept, and imports the PRELOAD modules (a warm spare's: e.g.
-TensorFlow; it touches no GPU). Then it reads one line from stdin, the path of its job file:
-at once for a cold process, when its slot frees for a spare (an empty line ends a spare that
-got no job). It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first
-into the job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the
-result file atomically and exits. One process, one job.
+TensorFlow; it touches no GPU). Then it reads lines from stdin: `+["mod", ...]` asks for more
+modules ahead (learned while it waited), any other line is the path of its job file: at once
+for a cold process, when its slot frees for a spare (an empty line ends a spare that got no
+job). It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first into the
+job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the result file
+atomically and exits. One process, one job.
+
+On STATUS_FD (a pipe to the sweep) it says, one line each: `preloading NAME`, then
+`preloaded NAME SECONDS` or `failed NAME WHY`; `ready` once its imports are done; and, while
+its job runs, `imported NAME ...`: top-level packages the job imported (what `preload: auto`
+learns). What a preload prints goes nowhere: it is not the job's output.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -28,6 +35,8 @@ from ..contract import REPORTS, REPORTS_FILE
 from ..outcome import TaskEnd, TaskResult
 
 WATCHDOG_PERIOD_S = 0.5
+IMPORT_WATCH_S = 0.5  # how often a running job's new imports are looked for
+MORE = "+"  # a stdin line that starts so lists more modules to import ahead
 # Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -36,28 +45,85 @@ BOOT = (
 )
 
 
-def main(task_file: str, early_log: str, preload: list[str], ready_fd: int = -1) -> None:
+def main(task_file: str, early_log: str, preload: list[str], status_fd: int = -1) -> None:
     _start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
     redirect(early_log, early_log)
+    status = Status(status_fd)
     import cloudpickle
 
     with open(task_file, "rb") as f:
         hydra_context, task_function, singleton_state = cloudpickle.load(f)
-    _preload(preload)
-    if ready_fd >= 0:  # a spare tells the sweep it is ready: its imports are done
-        with contextlib.suppress(OSError):  # already handed its job: nobody reads any more
-            os.write(ready_fd, b"r")
-        os.close(ready_fd)
-    job_file = sys.stdin.readline().strip()
+    _preload(preload, status)
+    job_file = sys.stdin.readline()
+    while job_file.startswith(MORE):  # learned while this spare waited
+        _preload(json.loads(job_file[len(MORE) :]), status)
+        job_file = sys.stdin.readline()
+    job_file = job_file.strip()
     if not job_file:  # the sweep ended this process before giving it a job
         os._exit(0)
+    watch = ImportWatch(status)
     with open(job_file, "rb") as f:
         job = cloudpickle.load(f)
     redirect(job["stdout"], job["stderr"], keep=early_log)
     config = cloudpickle.loads(job["config"])
     result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
+    watch.check()  # what it imported last, told before the sweep sees the process end
     _write_result(job["result"], result_bytes(result))
     _exit_quickly()
+
+
+class Status:
+    """This process's line to the sweep (a pipe; -1: none). A sweep that stopped reading (it
+    handed the job on, or ended) is no error: the line is lost, nothing else."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        if fd >= 0:
+            os.set_inheritable(fd, False)  # the job's own subprocesses do not hold it open
+        self._lock = threading.Lock()
+
+    def send(self, line: str) -> None:
+        if self.fd < 0:
+            return
+        with self._lock, contextlib.suppress(OSError):
+            os.write(self.fd, (line.replace("\n", " ") + "\n").encode())
+
+
+class ImportWatch:
+    """Tells the sweep the top-level packages the job imports, as it imports them (every
+    IMPORT_WATCH_S, so spares learn while the first jobs still run): a thread that compares
+    `sys.modules` with what this process had when the job began."""
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        self.seen = set(sys.modules)
+        self._lock = threading.Lock()
+        threading.Thread(target=self._watch, name="hpsearch-import-watch", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(IMPORT_WATCH_S)
+            self.check()
+
+    def check(self) -> None:
+        with self._lock:
+            now = sys.modules.copy()  # one C call: safe while another thread imports
+            new = [n for n in now if n not in self.seen]
+            self.seen.update(new)
+        # Top-level names only (a dotted one is not an identifier), none made up by a package
+        # (a hash, "_sysconfigdata__linux_x86_64-linux-gnu").
+        found = [n for n in new if n.isidentifier() and n != "__main__" and _is_imported(now[n])]
+        if found:
+            self.status.send("imported " + " ".join(found))
+
+
+def _is_imported(module: Any) -> bool:
+    """A module made by an import (it has a spec), not one a package put in sys.modules by
+    hand. Read past the module's own attribute hooks: a lazy module would load on access."""
+    try:
+        return object.__getattribute__(module, "__dict__").get("__spec__") is not None
+    except Exception:
+        return False
 
 
 def _exit_quickly() -> None:
@@ -83,15 +149,42 @@ def _exit_quickly() -> None:
     os._exit(0)
 
 
-def _preload(modules: list[str]) -> None:
-    """Import what the job will need, ahead of it; a failure is the job's to meet, not ours."""
+def _preload(modules: list[str], status: Status) -> None:
+    """Import what the job will need, ahead of it, its output discarded; each import timed and
+    told to the sweep. A failure is reported, not raised: the job meets it, if it needs it."""
     import importlib
 
     for name in modules:
+        status.send(f"preloading {name}")
+        started = time.perf_counter()
         try:
-            importlib.import_module(name)
-        except Exception as err:
-            print(f"hpsearch: preload {name}: {type(err).__name__}: {err}", file=sys.stderr)
+            with _output_discarded():
+                importlib.import_module(name)
+        except BaseException as err:  # SystemExit at import too: the spare stays usable
+            status.send(f"failed {name} {type(err).__name__}: {err}")
+        else:
+            status.send(f"preloaded {name} {time.perf_counter() - started:.4f}")
+    status.send("ready")
+
+
+@contextlib.contextmanager
+def _output_discarded() -> Any:
+    """fd 1 and 2 (C code writes there directly) at /dev/null, then back."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def run_task(

@@ -3,10 +3,12 @@ environment fixed (the only moment CUDA, TensorFlow, JAX and PyTorch read it), u
 
 Warm start: a *spare* is such a process made ahead of need, for one environment (one slot's:
 its GPU, memory cap, threads), that has already imported Python, Hydra, the task's module and
-the `preload` modules, and waits, touching no GPU, for its one job. A job whose environment
-matches a spare's is handed to it and starts at once; any other job (an out-of-memory retry
-with the whole GPU) gets a cold process. A spare that dies while waiting is dropped, never
-handed a job. Spares nobody needs are killed: they hold no work.
+the `preload` modules (`auto`: those the jobs were seen to import, execute.spare), and waits,
+touching no GPU, for its one job. A job whose environment matches a spare's is handed to it and
+starts at once; any other job (an out-of-memory retry with the whole GPU) gets a cold process.
+A spare that dies while waiting is dropped, never handed a job; one stuck importing a module
+ahead past a bound is killed and replaced, and if it had been handed its job already, the job
+gets a cold process instead. Spares nobody needs are killed: they hold no work.
 
 The process is owned here through `subprocess`: its pid and exit status are public, which
 loky's executor does not give. Files, not pipes, carry the job in and the result out: a large
@@ -19,102 +21,23 @@ import contextlib
 import json
 import logging
 import os
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
-import psutil
 
-from ..outcome import Ending, Outcome, outcome_of
-from .backend import EnvKey, JobHandle, JobSpec, env_key, last_error_line, sweep_sys_path
-from .child import BOOT
+from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
+from .child import BOOT, MORE
+from .job_process import KILL_WAIT_S, LocalHandle, end_trees, hand_over, signal_tree
+from .spare import Preloads, Spare, StatusReader
 
-KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
 MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
 log = logging.getLogger("hpsearch.launcher")
-
-
-@dataclass
-class Spare:
-    proc: subprocess.Popen[bytes]
-    log: Path  # what it printed while it prepared: goes first into its job's stderr.log
-    ready_fd: int  # the spare writes a byte here once its imports are done
-    is_ready: bool = False
-
-    def ready(self) -> bool:
-        """Whether its imports are done (it said so on its pipe); never blocks."""
-        if not self.is_ready and self.ready_fd >= 0:
-            readable, _, _ = select.select([self.ready_fd], [], [], 0)
-            if readable:
-                self.is_ready = os.read(self.ready_fd, 1) == b"r"  # b"": it died
-                self.close()
-        return self.is_ready
-
-    def close(self) -> None:
-        if self.ready_fd >= 0:
-            os.close(self.ready_fd)
-            self.ready_fd = -1
-
-
-class LocalHandle:
-    """One job's process: started at once, watched by a thread that resolves `outcome`."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], spec: JobSpec, result_path: Path) -> None:
-        self.proc = proc
-        self.spec = spec
-        self.result_path = result_path
-        self.outcome: Future[Outcome] = Future()
-        self._started = time.monotonic()  # its process exists: it runs
-        threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
-
-    def pids(self) -> list[int]:
-        """The job's process and its descendants (a data loader's workers hold GPU memory too)."""
-        return [self.proc.pid, *(p.pid for p in self.descendants())]
-
-    def started_at(self) -> float:
-        return self._started
-
-    def placement(self) -> str:
-        return ""  # the sweep chose its device
-
-    def _watch(self) -> None:
-        code = self.proc.wait()
-        try:
-            outcome = self._read_outcome(code)
-        except Exception as err:  # never leave the sweep waiting on a future that won't resolve
-            outcome = Outcome(Ending.EXITED, code=code, detail=f"unreadable result: {err!r}")
-        self.outcome.set_result(outcome)
-
-    def _read_outcome(self, code: int) -> Outcome:
-        if self.result_path.exists():
-            result = cloudpickle.loads(self.result_path.read_bytes())
-            self.result_path.unlink()
-            return outcome_of(result, self._err)
-        if code < 0:
-            return Outcome(Ending.KILLED, code=-code, last_error=self._err())
-        return Outcome(Ending.EXITED, code=code, last_error=self._err())
-
-    def _err(self) -> str:
-        return last_error_line(self.log_tail())
-
-    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
-        return file_tail(Path(self.spec.stderr_path), max_bytes)
-
-    def descendants(self) -> list[psutil.Process]:
-        try:
-            return list(psutil.Process(self.proc.pid).children(recursive=True))
-        except psutil.Error:
-            return []
 
 
 class LocalBackend:
@@ -122,13 +45,14 @@ class LocalBackend:
     `prepare`, spares made ahead for the environments the next jobs will have."""
 
     def __init__(
-        self, task_payload: bytes, preload: Sequence[str] = (), max_preparing: int = 1
+        self, task_payload: bytes, preload: Sequence[str] | None = (), max_preparing: int = 1
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task_payload)
         self.sys_path = json.dumps(sweep_sys_path())
-        self.preload = json.dumps(list(preload))
+        # None: `preload: auto`.
+        self.preloads = Preloads(None if preload is None else tuple(preload))
         # Spares importing at once: more would slow the jobs that are still importing (the
         # first round, on a box with few cores) more than it gains.
         self.max_preparing = max_preparing
@@ -152,36 +76,49 @@ class LocalBackend:
             )
         )
         message = f"{job_file}\n".encode()
+
+        def cold() -> tuple[subprocess.Popen[bytes], StatusReader]:
+            proc, status = self._spawn(env, spec.stderr_path, [])
+            hand_over(proc, message)
+            return proc, status
+
         spare = self._take_spare(env)
         if spare is not None:
-            spare.close()
             try:
-                return self._hand_over(spare.proc, message, spec, result)
+                hand_over(spare.proc, message)
+                return LocalHandle(
+                    spare.proc, spec, result, spare.status, self.preloads, spare, cold
+                )
             except OSError:  # it died between the check and the hand-over: a cold one instead
                 self._kill(spare)
-        proc = self._spawn(env, spec.stderr_path, preload="[]")
-        return self._hand_over(proc, message, spec, result)
-
-    def _hand_over(
-        self, proc: subprocess.Popen[bytes], message: bytes, spec: JobSpec, result: Path
-    ) -> LocalHandle:
-        assert proc.stdin is not None
-        proc.stdin.write(message)
-        proc.stdin.close()
-        return LocalHandle(proc, spec, result)
+        proc, status = cold()
+        return LocalHandle(proc, spec, result, status, self.preloads)
 
     def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
         """Keep `count` waiting spares for each environment in `wanted`, none for others:
-        dead spares are dropped (and so replaced), surplus ones killed, missing ones made."""
+        dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
+        made, waiting ones asked for the modules learned since they were made."""
+        ready: dict[int, bool] = {}
         for key in list(self.spares):
-            alive = [s for s in self.spares[key] if self._alive(s, key)]
+            alive = []
+            for spare in self.spares[key]:
+                if self._alive(spare, key) and self.preloads.stuck(spare):
+                    self._kill(spare)
+                elif spare.proc.returncode is None:
+                    alive.append(spare)
             count = wanted[key][1] if key in wanted else 0
             for spare in alive[count:]:
                 self._kill(spare)
             self.spares[key] = alive[:count]
-        budget = self.max_preparing - sum(
-            not s.ready() for spares in self.spares.values() for s in spares
-        )
+            ready.update((id(s), self.preloads.read(s)) for s in self.spares[key])
+        budget = self.max_preparing - sum(not r for r in ready.values())
+        modules = self.preloads.modules()
+        for spares in self.spares.values():
+            for spare in spares:
+                missing = [m for m in modules if m not in spare.has]
+                if missing and (budget > 0 or not ready[id(spare)]):
+                    budget -= ready[id(spare)]
+                    self._ask_more(spare, missing)
         for key, (env, count) in wanted.items():
             have = self.spares.setdefault(key, [])
             if self._deaths.get(key, 0) >= MAX_SPARE_DEATHS:
@@ -190,10 +127,19 @@ class LocalBackend:
                 budget -= 1
                 self._made += 1
                 path = self.dir / f"spare-{self._made}.log"
-                read_end, write_end = os.pipe()
-                proc = self._spawn(env, str(path), self.preload, write_end)
-                os.close(write_end)
-                have.append(Spare(proc, path, read_end))
+                proc, status = self._spawn(env, str(path), modules)
+                have.append(Spare(proc, path, status, set(modules)))
+
+    def _ask_more(self, spare: Spare, modules: list[str]) -> None:
+        """Have a waiting spare import `modules` too (learned since it was made)."""
+        assert spare.proc.stdin is not None
+        try:
+            spare.proc.stdin.write(f"{MORE}{json.dumps(modules)}\n".encode())
+            spare.proc.stdin.flush()
+        except OSError:  # it died: the next prepare drops it
+            return
+        spare.has.update(modules)
+        spare.batches += 1
 
     def _take_spare(self, env: Mapping[str, str]) -> Spare | None:
         key = env_key(env)
@@ -201,6 +147,7 @@ class LocalBackend:
         while spares:
             spare = spares.pop(0)
             if self._alive(spare, key):
+                self.preloads.read(spare)  # what it imports now: its job's watcher goes on
                 return spare
         return None
 
@@ -209,18 +156,22 @@ class LocalBackend:
         if code is None:
             return True
         self._deaths[key] = self._deaths.get(key, 0) + 1
+        how = f"exit status {code}" if code >= 0 else f"signal {-code}"
+        if spare.importing is not None:  # it died importing a module ahead: that one goes
+            self.preloads.drop(spare.importing[0], f"a waiting process died importing it ({how})")
         log.warning(
             "hpsearch: a spare process (pid %d) died while waiting for a job (%s); "
             "it is replaced, and no job was given to it: see %s",
             spare.proc.pid,
-            f"exit status {code}" if code >= 0 else f"signal {-code}",
+            how,
             spare.log,
         )
+        spare.status.close()
         return False
 
     def _kill(self, spare: Spare) -> None:
         """A spare has no job to lose: killed at once, its whole group."""
-        spare.close()
+        spare.status.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(spare.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -229,27 +180,39 @@ class LocalBackend:
             spare.proc.stdin.close()
 
     def _spawn(
-        self, env: Mapping[str, str], early_log: str, preload: str, ready_fd: int = -1
-    ) -> subprocess.Popen[bytes]:
-        args = [self.sys_path, str(self.task_file), early_log, preload, str(ready_fd)]
-        return subprocess.Popen(
-            [sys.executable, "-c", BOOT, *args],
-            pass_fds=(ready_fd,) if ready_fd >= 0 else (),
-            env={**os.environ, **env},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group: ended as a tree, Ctrl-C spared
-            close_fds=True,
-        )
+        self, env: Mapping[str, str], early_log: str, preload: list[str]
+    ) -> tuple[subprocess.Popen[bytes], StatusReader]:
+        read_end, write_end = os.pipe()
+        args = [self.sys_path, str(self.task_file), early_log, json.dumps(preload), str(write_end)]
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", BOOT, *args],
+                pass_fds=(write_end,),
+                env={**os.environ, **env},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: ended as a tree, Ctrl-C spared
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        return proc, StatusReader(read_end)
 
     def stop(self, handle: JobHandle, force: bool) -> None:
         if isinstance(handle, LocalHandle):
+            handle.ending()
             sig = signal.SIGKILL if force else signal.SIGTERM
-            _signal_tree(handle.proc.pid, handle.descendants(), sig)
+            signal_tree(handle.proc.pid, handle.descendants(), sig)
 
     def end(self, handles: Sequence[JobHandle], grace: float) -> None:
-        end_trees([h for h in handles if isinstance(h, LocalHandle)], grace)
+        ours = [h for h in handles if isinstance(h, LocalHandle)]
+        for handle in ours:
+            handle.ending()
+        end_trees(ours, grace)
 
     def close(self) -> None:
         """Kill the spares nobody used; remove the backend's files."""
@@ -258,48 +221,3 @@ class LocalBackend:
                 self._kill(spare)
         self.spares.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def end_trees(handles: Sequence[LocalHandle], grace: float) -> None:
-    """SIGTERM each job's process tree, wait up to `grace` s, then SIGKILL what is left.
-
-    Jobs run in their own process group: signalling the group reaches descendants that psutil
-    no longer sees as children (daemonised ones), and psutil's snapshot reaches those that left
-    the group. The job's own process is waited for through Popen, which keeps its exit status.
-    """
-    trees = [(h, h.descendants()) for h in handles]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else KILL_WAIT_S)
-        for handle, descendants in trees:
-            _signal_tree(handle.proc.pid, descendants, sig)
-        for handle, descendants in trees:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            psutil.wait_procs(descendants, timeout=max(0.0, deadline - time.monotonic()))
-        trees = [
-            (h, [p for p in d if p.is_running()])
-            for h, d in trees
-            if h.proc.poll() is None or any(p.is_running() for p in d)
-        ]
-        if not trees:
-            return
-
-
-def _signal_tree(pid: int, descendants: Sequence[psutil.Process], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)  # its group (start_new_session made it the leader)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-    for proc in descendants:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
-
-
-def file_tail(path: Path, max_bytes: int) -> str:
-    """The last `max_bytes` of a file as text; "" if it cannot be read."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - max_bytes))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""

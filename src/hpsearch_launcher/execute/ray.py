@@ -36,7 +36,7 @@ from ..outcome import Ending, Outcome, outcome_of
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
 from .backend import EnvKey, Execution, JobHandle, JobSpec, last_error_line, sweep_sys_path
-from .local import file_tail
+from .job_process import file_tail
 from .ray_worker import run_on_node
 
 log = logging.getLogger("hpsearch.launcher")

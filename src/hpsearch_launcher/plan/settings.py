@@ -12,6 +12,7 @@ from hydra.errors import CompactHydraException
 
 from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings, RaySettings
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
+from .preload import denied
 
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
@@ -294,14 +295,27 @@ def parse_ray(params: Mapping[str, Any]) -> RaySettings:
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
-def parse_preload(value: Any) -> tuple[str, ...]:
-    """hydra.launcher.preload: module names, each checked to exist (without importing it)."""
+def parse_preload(value: Any) -> tuple[str, ...] | None:
+    """hydra.launcher.preload: "auto" -> None (learn what the jobs import); else module names,
+    each checked to exist (without importing it) and to touch no GPU at import."""
     import importlib.util
 
+    if value == "auto":
+        return None
     names = [value] if isinstance(value, str) else list(value or [])
     for name in names:
         if not isinstance(name, str) or not _MODULE.match(name):
-            raise _fail("preload", value, f"{name!r} is not a module name", "preload=[torch]")
+            raise _fail(
+                "preload", value, f"{name!r} is not a module name (or auto)", "preload=[torch]"
+            )
+        if denied(name):
+            raise _fail(
+                "preload",
+                value,
+                f"{name!r} takes a GPU when imported, and a waiting process must touch none: "
+                "import it in the task",
+                "preload=auto",
+            )
         if importlib.util.find_spec(name.split(".")[0]) is None:
             raise _fail(
                 "preload", value, f"no module named {name.split('.')[0]!r} here", "preload=[]"

@@ -1,0 +1,184 @@
+"""One job's process on this machine, as the sweep sees it (the local backend's `JobHandle`):
+watched by a thread that hears what it says on its status pipe (execute.spare) and resolves
+its outcome when it has exited; ended as a whole process tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+import cloudpickle
+import psutil
+
+from ..outcome import Ending, Outcome, outcome_of
+from .backend import JobSpec, last_error_line
+from .spare import Preloads, Spare, StatusReader
+
+KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
+STATUS_POLL_S = 1.0  # a job's watcher wakes so often to see whether its process has ended
+log = logging.getLogger("hpsearch.launcher")
+
+
+class LocalHandle:
+    """One job's process: started at once, watched by a thread that resolves `outcome`."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        spec: JobSpec,
+        result_path: Path,
+        status: StatusReader,
+        preloads: Preloads,
+        spare: Spare | None = None,
+        cold: Callable[[], tuple[subprocess.Popen[bytes], StatusReader]] | None = None,
+    ) -> None:
+        self.proc = proc
+        self.spec = spec
+        self.result_path = result_path
+        self.status = status
+        self.preloads = preloads
+        # A spare handed its job before its imports were done: watched until they are, and
+        # replaced by `cold()` (a cold process given the job) if one of them hangs.
+        self.spare = spare if spare is not None and spare.batches > 0 else None
+        self._cold = cold
+        self._lock = threading.Lock()  # the process is replaced, or the sweep ends it: not both
+        self._ended = False
+        self.outcome: Future[Outcome] = Future()
+        self._started = time.monotonic()  # its process exists: it runs
+        threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
+
+    def pids(self) -> list[int]:
+        """The job's process and its descendants (a data loader's workers hold GPU memory too)."""
+        return [self.proc.pid, *(p.pid for p in self.descendants())]
+
+    def started_at(self) -> float:
+        return self._started
+
+    def placement(self) -> str:
+        return ""  # the sweep chose its device
+
+    def _watch(self) -> None:
+        self._listen()
+        code = self.proc.wait()
+        try:
+            outcome = self._read_outcome(code)
+        except Exception as err:  # never leave the sweep waiting on a future that won't resolve
+            outcome = Outcome(Ending.EXITED, code=code, detail=f"unreadable result: {err!r}")
+        self.outcome.set_result(outcome)
+
+    def _listen(self) -> None:
+        """Hear what the job says it imports until its pipe closes or its process has ended
+        (a forked child of the job may hold the pipe open past it)."""
+        try:
+            while (lines := self.status.lines(STATUS_POLL_S)) is not None:
+                for line in lines:
+                    self.preloads.heard(line, self.spare)
+                if self.spare is not None and self.spare.batches <= 0:
+                    self.spare = None  # its imports are done: it runs the job now
+                elif self.spare is not None and self.preloads.stuck(self.spare):
+                    self._go_cold()
+                elif not lines and self.proc.poll() is not None:
+                    break
+        except Exception as err:  # what it imported is a hint: never lose the job's outcome
+            log.debug("hpsearch: job %d's status pipe: %r", self.spec.num, err)
+        finally:
+            self.status.close()
+
+    def _go_cold(self) -> None:
+        """Its spare hangs in an import ahead: killed, and the job given a cold process."""
+        assert self._cold is not None
+        with self._lock:
+            signal_tree(self.proc.pid, self.descendants(), signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=KILL_WAIT_S)
+            self.status.close()
+            self.spare = None
+            if not self._ended:  # else the sweep ended the job meanwhile: it stays ended
+                self.proc, self.status = self._cold()
+
+    def ending(self) -> None:
+        """The sweep ends (or stops) this job: its process is never replaced after this."""
+        with self._lock:
+            self._ended = True
+
+    def _read_outcome(self, code: int) -> Outcome:
+        if self.result_path.exists():
+            result = cloudpickle.loads(self.result_path.read_bytes())
+            self.result_path.unlink()
+            return outcome_of(result, self._err)
+        if code < 0:
+            return Outcome(Ending.KILLED, code=-code, last_error=self._err())
+        return Outcome(Ending.EXITED, code=code, last_error=self._err())
+
+    def _err(self) -> str:
+        return last_error_line(self.log_tail())
+
+    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
+        return file_tail(Path(self.spec.stderr_path), max_bytes)
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return list(psutil.Process(self.proc.pid).children(recursive=True))
+        except psutil.Error:
+            return []
+
+
+def hand_over(proc: subprocess.Popen[bytes], message: bytes) -> None:
+    """Give the process its job (the job file's path); OSError if it is gone."""
+    assert proc.stdin is not None
+    proc.stdin.write(message)
+    proc.stdin.close()
+
+
+def end_trees(handles: Sequence[LocalHandle], grace: float) -> None:
+    """SIGTERM each job's process tree, wait up to `grace` s, then SIGKILL what is left.
+
+    Jobs run in their own process group: signalling the group reaches descendants that psutil
+    no longer sees as children (daemonised ones), and psutil's snapshot reaches those that left
+    the group. The job's own process is waited for through Popen, which keeps its exit status.
+    """
+    trees = [(h, h.descendants()) for h in handles]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else KILL_WAIT_S)
+        for handle, descendants in trees:
+            signal_tree(handle.proc.pid, descendants, sig)
+        for handle, descendants in trees:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            psutil.wait_procs(descendants, timeout=max(0.0, deadline - time.monotonic()))
+        trees = [
+            (h, [p for p in d if p.is_running()])
+            for h, d in trees
+            if h.proc.poll() is None or any(p.is_running() for p in d)
+        ]
+        if not trees:
+            return
+
+
+def signal_tree(pid: int, descendants: Sequence[psutil.Process], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)  # its group (start_new_session made it the leader)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+    for proc in descendants:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def file_tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` of a file as text; "" if it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,121 @@
+"""A warm spare as the sweep sees it, and what its processes tell the sweep on their status
+pipe (see execute.child): the lines read, and the preload plan they feed (plan.preload).
+
+The plan is shared by the sweep's loop (which makes and checks spares) and the threads that
+watch running jobs (which hear what the jobs import): its updates hold a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plan.preload import PreloadPlan
+
+log = logging.getLogger("hpsearch.launcher")
+# A process importing one module ahead of its job longer than this (s) is replaced by a fresh
+# one, and the module dropped: an import that hangs never holds a job.
+PRELOAD_BOUND_S = float(os.environ.get("HPSEARCH_PRELOAD_TIMEOUT", "120"))
+
+
+class StatusReader:
+    """The sweep's end of a process's status pipe: whole lines, as they come."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._partial = b""
+
+    def lines(self, timeout: float = 0.0) -> list[str] | None:
+        """The lines written since the last call, waiting up to `timeout` s for any; None once
+        the pipe is closed (the process ended, or closed it) or was closed here."""
+        if self.fd < 0:
+            return None
+        readable, _, _ = select.select([self.fd], [], [], timeout)
+        if not readable:
+            return []
+        data = os.read(self.fd, 65536)
+        if not data:
+            self.close()
+            return None
+        *whole, self._partial = (self._partial + data).split(b"\n")
+        return [line.decode(errors="replace") for line in whole]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass(eq=False)
+class Spare:
+    proc: subprocess.Popen[bytes]
+    log: Path  # what it printed while it prepared: goes first into its job's stderr.log
+    status: StatusReader
+    has: set[str]  # every module asked of it
+    batches: int = 1  # preload batches not yet answered `ready`
+    importing: tuple[str, float] | None = None  # the module it imports now, since when
+
+
+class Preloads:
+    """The preload plan, fed by the status lines of spares and running jobs; warns once per
+    module dropped."""
+
+    def __init__(self, explicit: tuple[str, ...] | None) -> None:
+        self.plan = PreloadPlan(explicit)
+        self._lock = threading.Lock()
+
+    def modules(self) -> list[str]:
+        with self._lock:
+            return self.plan.modules()
+
+    def heard(self, line: str, spare: Spare | None = None) -> None:
+        """One status line from a spare (`spare`) or a job's process (None)."""
+        word, _, rest = line.partition(" ")
+        log.debug("hpsearch: %s: %s", "a spare" if spare else "a job", line)
+        if word == "imported":
+            with self._lock:
+                self.plan.learn(rest.split())
+        elif word == "ready" and spare is not None:
+            spare.batches -= 1
+        elif word == "preloading" and spare is not None:
+            spare.importing = (rest, time.monotonic())
+        elif word in ("preloaded", "failed"):
+            name, _, detail = rest.partition(" ")
+            if spare is not None:
+                spare.importing = None
+            if word == "failed":
+                self.drop(name, f"failed in a waiting process ({detail})")
+            else:
+                with self._lock:
+                    self.plan.imported(name, float(detail))
+
+    def drop(self, name: str, why: str) -> None:
+        with self._lock:
+            warning = self.plan.failed(name, why)
+        if warning:
+            log.warning(warning)
+
+    def stuck(self, spare: Spare) -> bool:
+        """Whether `spare` has been importing one module ahead for over PRELOAD_BOUND_S: then
+        the caller replaces it, and the module is dropped here."""
+        if spare.importing is None or time.monotonic() - spare.importing[1] < PRELOAD_BOUND_S:
+            return False
+        self.drop(
+            spare.importing[0],
+            f"a process importing it ahead of a job was still at it after {PRELOAD_BOUND_S:g} s "
+            "(HPSEARCH_PRELOAD_TIMEOUT), and was replaced by a fresh one",
+        )
+        return True
+
+    def read(self, spare: Spare) -> bool:
+        """Take in what `spare` said since last asked; whether its imports are all done."""
+        lines = spare.status.lines()
+        for line in lines or ():
+            self.heard(line, spare)
+        return lines is not None and spare.batches <= 0
