@@ -3,6 +3,7 @@
     python bench/launchers.py                 # every workload below (about 15 minutes here)
     python bench/launchers.py --only tf8 sleep16 --repeats 2
     python bench/launchers.py --only tf8 --contenders "hpsearch warm" "hpsearch ray"
+    python bench/launchers.py --only scale --scale 100 1000
 
 Workloads (2 slots each; a "slot" is what a GPU box would give one job):
   tf8, tf3     8 jobs that import TensorFlow, build a model and hold the "GPU" 8 s / 3 s
@@ -261,14 +262,14 @@ def bench_digits(repeats: int, work: Path) -> None:
         print(f"| {name} | {best:.1f} |")
 
 
-def bench_scale(work: Path) -> None:
+def bench_scale(work: Path, sizes: list[int]) -> None:
     print("\n## scale: trivial jobs under hpsearch warm, 2 slots")
     print(
         "| jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
         "| sweep CPU per job (ms) | wall (s) |"
     )
     print("|---|---|---|---|---|")
-    for jobs in (100, 300, 1000):
+    for jobs in sizes:
         marks = Path(tempfile.mkdtemp(dir=work, prefix=f"scale{jobs}-"))
         w = Workload(f"scale{jobs}", jobs, "trivial", 0.0)
         command = [
@@ -313,6 +314,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="workloads to run")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--contenders", nargs="*", default=None, help="e.g. 'hpsearch warm'")
+    parser.add_argument("--scale", nargs="*", type=int, default=[100, 300, 1000], help="jobs")
     args = parser.parse_args()
     chosen = args.only or [*WORKLOADS, "digits4", "scale"]
     version = sys.version.split()[0]
@@ -325,7 +327,7 @@ def main() -> None:
             elif name == "digits4":
                 bench_digits(args.repeats, work)
             elif name == "scale":
-                bench_scale(work)
+                bench_scale(work, args.scale)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,26 @@
-"""Job configs composed from a template per set of group overrides are exactly Hydra's own."""
+"""Job configs composed from a template per set of group overrides are exactly Hydra's own,
+at no composition or copy per job."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
+import pickle
+from collections import Counter
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hydra._internal.hydra import Hydra
 from hydra._internal.utils import create_config_search_path
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from hpsearch.app import CONFIG_DIR
 from hpsearch_launcher.plan import compose as compose_module
 from hpsearch_launcher.plan.compose import Composer, _plain
+from hpsearch_launcher.plan.jobs import compose_jobs
 
 
 @pytest.fixture
@@ -74,9 +79,49 @@ def test_any_difference_from_hydra_falls_back_to_hydra(
 ) -> None:
     """A template copy that comes out wrong (here: seed changed) is caught on the template's
     first job, and every job is then composed by Hydra itself."""
-    wrong = SimpleNamespace(deepcopy=lambda cfg: OmegaConf.merge(copy.deepcopy(cfg), {"seed": 9}))
-    monkeypatch.setattr(compose_module, "copy", wrong)
+    wrong = SimpleNamespace(loads=lambda data: OmegaConf.merge(pickle.loads(data), {"seed": 9}))
+    monkeypatch.setattr(compose_module, "pickle", wrong)
     composer = composer_for(hydra)
     cfg = composer.compose(["lr=0.7"])
     assert not composer.fast
     assert (cfg.lr, cfg.seed) == (0.7, 0)
+
+
+def test_a_job_costs_no_composition_and_no_copy_of_its_config(
+    hydra: Hydra, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What kept the sweep's CPU per job high (issue 19): Hydra composing every job, a deep copy
+    of each job's config, HydraConfig.set_config's copy of its Hydra node. Now Hydra composes
+    twice per set of group overrides (the template and its check), and a job copies nothing;
+    `${hydra:...}` still resolves in each job's own config while it is checked."""
+    calls: Counter[str] = Counter()
+    composing = []  # Hydra's composition copies as it likes: counted are the copies outside it
+
+    def counted(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # A copy of a job's config, or set_config's of its Hydra node, copies that node.
+            if not any(composing) and (name != "copy" or args[0]._key() == "hydra"):
+                calls[name] += 1
+            composing.append(name == "compose")
+            try:
+                return real(*args, **kwargs)
+            finally:
+                composing.pop()
+
+        return call
+
+    loader = hydra.config_loader
+    monkeypatch.setattr(loader, "load_sweep_config", counted("compose", loader.load_sweep_config))
+    monkeypatch.setattr(DictConfig, "__deepcopy__", counted("copy", DictConfig.__deepcopy__))
+    seen = []
+
+    def preflight(cfg: DictConfig) -> None:
+        seen.append((HydraConfig.get().job.num, cfg.hydra.job.num, cfg.hydra.job.override_dirname))
+
+    master = composer_for(hydra).master
+    jobs = [[f"lr={lr}", f"model={model}"] for lr in (0.1, 0.2, 0.3) for model in ("mlp", "cnn")]
+    made = compose_jobs(master, loader, preflight, jobs, 0, {})
+    assert dict(calls) == {"compose": 4}
+    assert [num for num, _, _ in seen] == [job.num for job in made] == list(range(6))
+    assert all(ours == num for num, ours, _ in seen)
+    assert seen[5][2] == "lr=0.3,model=cnn"

@@ -6,6 +6,7 @@ import collections
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -13,7 +14,8 @@ import yaml
 from conftest import Runner
 from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 
-from hpsearch_launcher.record.table import TAIL
+from hpsearch_launcher.record import table as table_module
+from hpsearch_launcher.record.table import SAVE_INTERVAL_S, TAIL
 from hpsearch_launcher.results import (
     ResultsFileError,
     ResultsTable,
@@ -286,6 +288,27 @@ def test_a_sweep_writes_the_table_at_most_so_often_and_always_at_the_end(tmp_pat
     assert len(table.path.read_text().splitlines()) == 2
     table.flush(force=True)
     assert len(table.path.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(("rows", "interval"), [(10, 0.5), (99, 0.5), (999, 5.0), (5000, 10.0)])
+def test_a_big_table_is_written_less_often_in_proportion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, interval: float
+) -> None:
+    """Each write is the whole file: beyond 100 rows the wait grows with the rows (10 s at
+    most), so the writes cost a 1,000-job sweep per job what they cost a 100-job one."""
+    now = [0.0]
+    monkeypatch.setattr(table_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    table = ResultsTable(tmp_path / "results.csv")
+    table.min_interval = SAVE_INTERVAL_S
+    for num in range(rows):
+        table.put(row(num, "completed", 1.0), {})
+    table.flush(force=True)
+    now[0] = interval - 0.01
+    table.put(row(rows, "completed", 1.0), {})
+    assert len(table.path.read_text().splitlines()) == rows + 1  # header and the earlier rows
+    now[0] = interval
+    table.flush()
+    assert len(table.path.read_text().splitlines()) == rows + 2
 
 
 def test_an_empty_table_has_no_job_and_an_unreadable_file_is_named(tmp_path: Path) -> None:

@@ -14,8 +14,6 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import cloudpickle
-
 from ..contract import GPU_PEAK_FILE, REPORTS_FILE, STOP_FILE
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
@@ -27,7 +25,7 @@ from ..record.recorder import Recorder
 from ..record.reports import ReportReader
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
-from .backend import EnvKey, Execution, JobSpec, env_key
+from .backend import EnvKey, Execution, JobSpec, config_payload, env_key
 from .packer import Packer
 from .room import Room
 from .run import Run, pruned
@@ -171,7 +169,7 @@ class Sweep:
             spec = JobSpec(
                 job.num,
                 run.attempts,
-                cloudpickle.dumps(job.config),
+                config_payload(job.config),
                 str(run.dir / "stdout.log"),
                 str(run.dir / "stderr.log"),
                 share=1.0 if run.whole else 1 / self.pool.slots,

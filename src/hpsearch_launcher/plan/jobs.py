@@ -126,10 +126,19 @@ def compose_jobs(
 
 def _number(sweep_config: DictConfig, num: int) -> None:
     """Make `num` the job's hydra.job.num (and id), and let ${hydra:...} resolve for it."""
-    with read_write(sweep_config.hydra), open_dict(sweep_config):  # set_config made it read-only
+    with read_write(sweep_config.hydra), open_dict(sweep_config):  # set read-only below
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{num}"
         sweep_config.hydra.job.num = num
-    HydraConfig.instance().set_config(sweep_config)
+    _hydra_resolves_in(sweep_config)
+
+
+def _hydra_resolves_in(sweep_config: DictConfig) -> None:
+    """What HydraConfig.set_config does for ${hydra:...}, without its copy of the whole Hydra
+    node (a copy per job was a third of a job's making): the node read-only, and HydraConfig
+    reading the job's own (`HydraConfig.get()` is `cfg.hydra`; set_config's copy kept the
+    job's config as its parent, so both resolve alike)."""
+    OmegaConf.set_readonly(sweep_config.hydra, True)
+    HydraConfig.instance().cfg = sweep_config  # type: ignore[assignment]
 
 
 def sweep_dir(job: Job) -> Path:

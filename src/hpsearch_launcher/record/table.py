@@ -39,6 +39,10 @@ REQUIRED = ("job", STATUS, "run_dir", "config_hash")
 # While jobs end, the file is rewritten at most this often (each rewrite is the whole file,
 # fsync'd); the sweep always writes it when it ends, is stopped, or fails.
 SAVE_INTERVAL_S = 0.5
+# Beyond this many rows the interval grows with the table, up to MAX_SAVE_INTERVAL_S: a write
+# costs every row, so a 1,000-job sweep's writes cost each job what a 100-job sweep's do.
+ROWS_PER_INTERVAL = 100
+MAX_SAVE_INTERVAL_S = 10.0
 
 
 class ResultsFileError(CompactHydraException):
@@ -120,8 +124,12 @@ class ResultsTable:
 
     def flush(self, force: bool = False) -> None:
         """Write the file if rows changed since the last write and it is time (or `force`)."""
-        if self._dirty and (force or time.monotonic() - self._saved >= self.min_interval):
+        if self._dirty and (force or time.monotonic() - self._saved >= self._interval()):
             self.save()
+
+    def _interval(self) -> float:
+        grown = self.min_interval * max(1.0, len(self.rows) / ROWS_PER_INTERVAL)
+        return max(self.min_interval, min(grown, MAX_SAVE_INTERVAL_S))
 
     def supersede(self, config_hash: str, before_job: int, by_job: int) -> None:
         """Mark the unfinished rows of `config_hash` from earlier runs (job < before_job) as
