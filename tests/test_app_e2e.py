@@ -43,6 +43,8 @@ COLUMNS = [
     "last_step",  # the trainer reports its objective each epoch (hpsearch_launcher.report)
     "last_value",
     "device",
+    "gpu_peak_mb",  # measured where NVML answers: empty on the CPU
+    "gpu_cap_mb",
     "start",
     "end",
     "wall_time_s",

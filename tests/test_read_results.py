@@ -58,10 +58,9 @@ def test_column_types_do_not_depend_on_the_data(tmp_path: Path, failed: bool) ->
         "val_accuracy",
         *TAIL,
     ]
-    assert {c: str(frame[c].dtype) for c in ["job", "attempts"]} == {
-        "job": "Int64",
-        "attempts": "Int64",
-    }
+    integers = ["job", "attempts", "gpu_peak_mb", "gpu_cap_mb"]
+    assert {c: str(frame[c].dtype) for c in integers} == dict.fromkeys(integers, "Int64")
+    assert frame["gpu_peak_mb"].isna().all()  # the CPU: nothing measured
     assert all(frame[c].dtype == "float64" for c in NUMBERS)
     assert all(frame[c].dtype == object for c in TEXT), frame.dtypes
     assert all(isinstance(v, str) for c in TEXT for v in frame[c])  # an empty cell is ""

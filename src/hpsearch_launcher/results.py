@@ -37,13 +37,14 @@ __all__ = [
 ]
 
 PRUNED = Status.PRUNED.value
-INTEGERS = ("job", "attempts")
+INTEGERS = ("job", "attempts", "gpu_peak_mb", "gpu_cap_mb")
 NUMBERS = ("wall_time_s",)  # with every value column (what jobs returned, metrics.json's)
 
 
 def read_results(sweep_dir: str | Path) -> Any:
     """The sweep dir's results.csv as a pandas DataFrame whose column types do not depend on
-    what the rows hold: `job` and `attempts` Int64; the value columns and `wall_time_s`
+    what the rows hold: `job`, `attempts`, `gpu_peak_mb` and `gpu_cap_mb` Int64 (<NA> where
+    empty: the CPU, or not measured); the value columns and `wall_time_s`
     float64 (NaN where empty); a swept parameter float64 when every value is a number, else
     text; every other column text (object), "" where empty. `pandas.read_csv` alone makes an
     all-empty `error` or `return` column float64. Checked as a resumed sweep checks it."""
