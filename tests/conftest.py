@@ -54,6 +54,20 @@ def simulated_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nvml, "nvml_gpu_ids", lambda: list(SIMULATED_GPUS))
 
 
+@pytest.fixture(scope="session")
+def cold_start_s() -> float:
+    """What a fresh job process costs on this machine now, before its task's first line: a
+    new interpreter importing what a job's process imports (best of 2). A test's time limit
+    for a job is a multiple of it, so that a loaded machine stretches the limit with it."""
+    imports = "import hydra, omegaconf, psutil, cloudpickle, hpsearch_launcher.execute.child"
+    times = []
+    for _ in range(2):
+        began = time.monotonic()
+        subprocess.run([sys.executable, "-c", imports], check=True)
+        times.append(time.monotonic() - began)
+    return min(times)
+
+
 def processes_tagged(tag: str) -> list[psutil.Process]:
     """Processes whose environment carries `tag`: a sweep's jobs, their children, loky's helpers."""
     found = []

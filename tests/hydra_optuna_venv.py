@@ -9,6 +9,7 @@ through a .pth file, for everything else (Hydra, TensorFlow, hpsearch itself).
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import sys
@@ -81,5 +82,8 @@ def make_venv(venv: Path = VENV) -> Path:
 
 @pytest.fixture(scope="session")
 def hydra_optuna_python() -> Path:
-    """The python of the venv where hydra/sweeper=optuna runs."""
-    return make_venv()
+    """The python of the venv where hydra/sweeper=optuna runs. pytest-xdist's workers each
+    ask for it: the first makes it while the others wait on the lock, then find it made."""
+    with (REPO / ".venv-hydra-optuna.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return make_venv()

@@ -62,7 +62,7 @@ COLUMNS = [
         ["hydra.launcher.n_jobs=4"],
         # A Ray the sweep starts on this machine; it is stopped after (the runner fixture
         # fails the test if any process of it is left).
-        ["hydra.launcher.backend=ray"],
+        pytest.param(["hydra.launcher.backend=ray"], marks=pytest.mark.xdist_group("ray")),
     ],
     ids=["local", "ray"],
 )

@@ -1,4 +1,4 @@
-"""Load: 200 trivial jobs, 5% failing, on 2 slots."""
+"""Load: 200 trivial jobs, 5% failing, on 2 slots (a soak test: `pytest -m soak`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import Runner
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 
 def test_two_hundred_jobs_with_five_percent_failures(

@@ -31,6 +31,10 @@ from hpsearch_launcher.plan.slots import device_label
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+# One Ray at a time on this machine: with pytest-xdist, every Ray test runs in one worker
+# (`--dist loadgroup`), since Ray's clusters share /tmp/ray and its default ports.
+pytestmark = pytest.mark.xdist_group("ray")
+
 PLACEMENT = re.compile(r"^(?P<gpu>[\d,]+|cpu)@[\d.]+/(?P<node>[0-9a-f]{8})$")
 RAY_TASK = "ray::hpsearch job "  # a Ray worker's process title while it runs one of our jobs
 
