@@ -420,7 +420,31 @@ def test_the_learning_curve_panel_draws_what_runs_reported_pruned_ones_apart(
         if line.get_marker() == "x" and len(line.get_xdata()) == 1
     ]
     assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1]
-    assert "pruned (1)" in [t.get_text() for t in panel.get_legend().get_texts()]
+    assert "pruned (1), x: the decision" in [t.get_text() for t in panel.get_legend().get_texts()]
+
+
+def test_a_pruned_runs_cross_is_at_the_decision_and_its_line_runs_to_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    """results.csv's pruned_step (the report the pruner judged) and last_step (where the job
+    stopped, its reports file's last line) are the cross and the end of the dotted line."""
+    sweep_dir = make_sweep(tmp_path / "sweep", RUNS[:2])
+    table = ResultsTable.load(sweep_dir)
+    pruned = row(2, "pruned", "", "pruned at step 1 (reported 0.2), stopped at step 3", sweep_dir)
+    table.put(
+        pruned | {"last_step": 3, "last_value": 0.4, "pruned_step": 1},
+        {"lr": "0.5", "model": "mlp"},
+    )
+    (sweep_dir / "2").mkdir()
+    curve = [0.1, 0.2, 0.3, 0.4]
+    lines = [json.dumps({"step": s, "value": v}) for s, v in enumerate(curve)]
+    (sweep_dir / "2" / "reports.jsonl").write_text("\n".join(lines) + "\n")
+    fig = build_figure(load_sweep(sweep_dir))
+    (panel,) = [ax for ax in fig.axes if ax.get_title() == "learning curves"]
+    (dotted,) = [line for line in panel.get_lines() if line.get_linestyle() == ":"]
+    assert list(dotted.get_xdata()) == [0, 1, 2, 3]
+    (cross,) = [line for line in panel.get_lines() if line.get_marker() == "x"]
+    assert (list(cross.get_xdata()), list(cross.get_ydata())) == ([1], [0.2])
 
 
 def test_no_learning_curve_panel_when_nothing_was_reported(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -124,11 +125,28 @@ def _column(key: str) -> str:
     return f"return_{key}" if key in RESERVED else key
 
 
+def in_form_of(path: Path, like: str) -> str:
+    """`path` written as `like` is: relative to the working directory when `like` is relative
+    (and `path` is under it), absolute when `like` is; as given without a `like`. So one
+    results.csv keeps one form of run_dir, however a later run was given its sweep dir (the
+    resume hint gives it absolute)."""
+    if not like:
+        return str(path)
+    absolute = Path(os.path.abspath(path))
+    if Path(like).is_absolute():
+        return str(absolute)
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:  # not under the working directory: only an absolute path says where
+        return str(absolute)
+
+
 def iso_time(epoch_seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch_seconds))
 
 
 LAST_STEP, LAST_VALUE = "last_step", "last_value"  # the job's last report (report(value, step))
+PRUNED_STEP = "pruned_step"  # the step of the report a pruned job was pruned on
 
 
 def last_report(row: Mapping[str, str]) -> tuple[int | None, float | None]:
