@@ -230,7 +230,7 @@ def assert_one_pruning_story(rows: Any, console: str, cwd: Path) -> None:
     assert len(pruned), rows
     for row in pruned.to_dict("records"):
         run_dir = cwd / row["run_dir"]
-        curve = [json.loads(line) for line in (run_dir / "reports.jsonl").read_text().split()]
+        curve = [json.loads(line) for line in (run_dir / "reports.jsonl").read_text().splitlines()]
         step, stopped = int(row["pruned_step"]), int(row["last_step"])
         assert stopped == curve[-1]["step"] and row["last_value"] == curve[-1]["value"], row
         assert step in [c["step"] for c in curve] and step <= stopped, row
