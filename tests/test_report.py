@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -82,6 +83,33 @@ def assert_png(path: Path, min_width: int = 400, min_height: int = 300) -> None:
     image = matplotlib.image.imread(path)
     height, width = image.shape[:2]
     assert min_width <= width <= 3000 and min_height <= height <= 3000
+
+
+def test_no_sweep_dir_or_latest_reports_the_newest_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hpsearch-report` alone (or `latest`): the sweep under outputs/multirun/ whose
+    results.csv changed last, without typing its timestamped path."""
+    monkeypatch.chdir(tmp_path)
+    older = make_sweep(tmp_path / "outputs/multirun/2026-12-01/09-00-00", RUNS[:1])
+    newer = make_sweep(tmp_path / "outputs/multirun/2026-12-02/10-00-00", RUNS[:3])
+    os.utime(older / "results.csv", (1e9, 1e9))
+    for argv in ([], ["latest"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"the latest sweep: {newer.relative_to(tmp_path)}\n"), out
+        assert ranked_objectives(out) == ["0.9500", "0.8800", "0.7100"]
+
+
+def test_latest_without_a_sweep_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 2
+    assert capsys.readouterr().err == (
+        "hpsearch.report: no sweep under outputs/multirun/ here (no results.csv): run this "
+        "where you ran the sweep, or pass its SWEEP_DIR\n"
+    )
 
 
 def test_report_prints_best_first_and_the_failures(
