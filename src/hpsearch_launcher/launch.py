@@ -31,6 +31,7 @@ from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settin
 from .plan.slots import CPU
 from .record.leaderboard import leaderboard, summary_options, superseded, unfinished
 from .record.lock import SweepDirLocked, hold_sweep_dir
+from .record.progress import counted
 from .record.recorder import Recorder
 from .record.resume_command import resume_hint
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
@@ -60,7 +61,7 @@ def launch(
         )
         recorder.next_job += sum(job.previous is None for job in jobs)
         source = BatchSource(jobs, settings)
-        return Feed(source, source.job, len(jobs), f"{len(jobs)} jobs")
+        return Feed(source, source.job, len(jobs), counted(len(jobs), "job"))
 
     config, recorder, feed = _sweep(launcher, batch)
     assert isinstance(feed.source, BatchSource)

@@ -73,8 +73,13 @@ def return_columns(value: Any, num: int, notices: Notices) -> dict[str, float]:
     return {}
 
 
+TRAIN_TIME_S = "train_time_s"  # metrics.json's own top-level number: the task's training time
+
+
 def final_metrics(run_dir: Path, num: int, notices: Notices) -> dict[str, float]:
-    """The numbers in the `final` mapping of the job's metrics.json, if it wrote one."""
+    """The numbers in the `final` mapping of the job's metrics.json, if it wrote one, and its
+    top-level `train_time_s` (the task's own timing, without the process's start-up: what
+    compares configs, where wall_time_s counts a cold start's imports too)."""
     path = run_dir / METRICS_FILE
     try:
         data = json.loads(path.read_text())
@@ -90,7 +95,11 @@ def final_metrics(run_dir: Path, num: int, notices: Notices) -> dict[str, float]
             f"job {num}'s {path} has no `final` mapping (got {type(final).__name__}): ignored",
         )
         return {}
-    return {_column(str(k)): float(v) for k, v in final.items() if is_number(v)}
+    numbers = {_column(str(k)): float(v) for k, v in final.items() if is_number(v)}
+    seconds = finite(data.get(TRAIN_TIME_S)) if is_number(data.get(TRAIN_TIME_S)) else None
+    if seconds is not None and TRAIN_TIME_S not in numbers:
+        numbers[TRAIN_TIME_S] = round(seconds, 3)
+    return numbers
 
 
 def stored_return(value: Any, num: int, notices: Notices) -> str:
