@@ -478,3 +478,18 @@ def test_a_pruned_runs_cross_is_at_the_decision_and_its_line_runs_to_where_it_st
 def test_no_learning_curve_panel_when_nothing_was_reported(tmp_path: Path) -> None:
     fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep")))
     assert "learning curves" not in [ax.get_title() for ax in fig.axes]
+
+
+def test_the_best_value_is_written_on_the_parallel_panel_when_values_are_close(
+    tmp_path: Path,
+) -> None:
+    """0.9815 against 0.9667..0.9796: the objective axis' rounded ticks (0.981) do not say the
+    best value; a label at the best line's end does, over the tick labels."""
+    runs = [(lr, "mlp", "completed", v, "") for lr, v in [("0.1", "0.9667"), ("0.2", "0.9796")]]
+    runs += [("0.3", "cnn", "completed", "0.9815", ""), ("0.4", "cnn", "completed", "0.9741", "")]
+    fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep", runs)))
+    (panel,) = [ax for ax in fig.axes if ax.get_title(loc="left") == "one line per run"]
+    (label,) = [t for t in panel.texts if t.get_gid() == "best-label"]
+    assert label.get_text() == "best 0.9815"
+    assert label.xy == (2, 1.0)  # lr, model, then the objective's axis: its top
+    assert label.get_zorder() > max(t.get_zorder() for t in panel.texts if t is not label)
