@@ -208,6 +208,9 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     summary = [line for line in out.splitlines() if "; results in" in line][-1]
     assert "(2 done, 0 failed, 0 resumed), 2 interrupted" in summary and "ETA" not in summary
     assert "2 never started" in summary
+    # The leaderboard of what finished, then the command that resumes.
+    board = out.index("Leaderboard (max objective): 2 finished, 2 failed or unfinished, 4 jobs")
+    assert board < out.index("hpsearch: to resume")
     first = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert dict(zip(first["x"], first["status"], strict=True)) == {
         0: "completed",

@@ -175,19 +175,26 @@ def _run(sweep: Sweep, config: DictConfig) -> None:
     try:
         sweep.run()
     except SystemExit:  # stopped by Ctrl-C or SIGTERM: the running jobs are recorded
+        # The end-of-sweep callback will not run: what finished so far, then how to go on.
+        log.info("\n%s", _leaderboard(config, sweep.recorder))
         log.error("hpsearch: %s", resume_hint(config))
         raise
+
+
+def _leaderboard(config: DictConfig, recorder: Recorder) -> str:
+    """The end-of-sweep leaderboard, of the rows recorded so far."""
+    mode, columns = summary_options(config)
+    rows = list(recorder.table.rows.values())
+    return leaderboard(
+        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
+    )
 
 
 def report_failures(config: DictConfig, recorder: Recorder) -> None:
     """The sweeper is about to raise the first failure: show the whole picture first (the
     end-of-sweep callback that prints it otherwise will not run)."""
-    mode, columns = summary_options(config)
     rows = list(recorder.table.rows.values())
-    board = leaderboard(
-        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
-    )
-    log.info("\n%s", board)
+    log.info("\n%s", _leaderboard(config, recorder))
     log.error(
         "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
         "stderr.log); results in %s\nhpsearch: %s",
