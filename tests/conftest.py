@@ -235,6 +235,28 @@ def train_cfg(make_cfg: Callable[..., DictConfig]) -> Callable[..., DictConfig]:
     return lambda *overrides: make_cfg("device=cpu", "epochs=2", *overrides)
 
 
+def assert_one_pruning_story(rows: Any, console: str, cwd: Path) -> None:
+    """Each pruned row (a results.csv DataFrame's) tells what the console and the job's
+    reports file tell: the step the decision was made on (`pruned_step`, the console's
+    `pruned at step P`), the step it stopped at (`last_step`, the last line of its
+    reports.jsonl, the end of its curve), and its stop request is gone from its run dir."""
+    pruned = rows[rows["status"] == "pruned"]
+    assert len(pruned), rows
+    for row in pruned.to_dict("records"):
+        run_dir = cwd / row["run_dir"]
+        curve = [json.loads(line) for line in (run_dir / "reports.jsonl").read_text().splitlines()]
+        step, stopped = int(row["pruned_step"]), int(row["last_step"])
+        assert stopped == curve[-1]["step"] and row["last_value"] == curve[-1]["value"], row
+        assert step in [c["step"] for c in curve] and step <= stopped, row
+        said = f"pruned at step {step} (reported "
+        assert row["error"].startswith(said), row
+        assert row["error"].endswith(f", stopped at step {stopped}" if stopped > step else ")")
+        decided = [ln for ln in console.splitlines() if f"job {row['job']} pruned" in ln]
+        assert len(decided) == 1 and said in decided[0], decided
+        assert f"job {row['job']} ended" in console and row["error"] in console
+        assert not (run_dir / ".hpsearch-stop").exists()
+
+
 @pytest.fixture
 def marks(tmp_path: Path) -> Path:
     """The probe's directory for start/end marks and records."""

@@ -40,6 +40,7 @@ COLUMNS = [
     "train_loss",
     "val_accuracy",
     "val_loss",
+    "train_time_s",  # metrics.json's own timing: fit and evaluation, no start-up
     "last_step",  # the trainer reports its objective each epoch (hpsearch_launcher.report)
     "last_value",
     "device",

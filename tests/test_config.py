@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from hydra import compose, initialize_config_dir
 from hpsearch.app import CONFIG_DIR, check_group_choices, run_dir_line
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
+from hpsearch_launcher.config import LauncherSettings, RaySettings
+from hpsearch_launcher.search.config import SearchSettings
 
 
 def test_defaults(make_cfg) -> None:
@@ -70,8 +73,19 @@ def test_help_says_what_hpsearch_is_and_its_launcher_settings() -> None:
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("hpsearch: train a TensorFlow model")
-    for text in ("hpsearch-report SWEEP_DIR", "jobs_per_gpu", "max_oom_retries", "warm_start"):
+    for text in ("hpsearch-report [SWEEP_DIR]", "jobs_per_gpu", "max_oom_retries", "warm_start"):
         assert text in done.stdout
+    # Every setting of the launcher and of the search, from their one declaration.
+    listed = re.findall(r"^  (\S+) +\(default ", done.stdout, flags=re.M)
+    launcher = [f.name for f in dataclasses.fields(LauncherSettings) if f.name != "ray"]
+    ray = [f"ray.{f.name}" for f in dataclasses.fields(RaySettings)]
+    search = [f.name for f in dataclasses.fields(SearchSettings)]
+    assert listed == [*launcher, *ray, *search]
+    for text in ('or "auto": as many as their measured memory fits', "memory_keys", "prune "):
+        assert text in done.stdout
+    assert "== Search settings (with hydra/sweeper=hpsearch: hydra.sweeper.KEY=VALUE) ==" in (
+        done.stdout
+    )
     assert "model: cnn, mlp" in done.stdout  # Hydra's $APP_CONFIG_GROUPS, filled in
     assert "lr: 0.001" in done.stdout  # and $CONFIG
     assert "Traceback" not in done.stdout + done.stderr

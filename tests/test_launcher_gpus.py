@@ -59,11 +59,18 @@ def test_twelve_jobs_on_three_simulated_gpus_two_slots_each(
 
 def test_cpu_mode_hides_gpus_and_caps_concurrency(runner: Runner, marks: Path) -> None:
     args = runner.probe_sweep(
-        marks, "x=0,1,2,3", "sleep=1.0", "hydra.launcher.gpus=[]", "hydra.launcher.n_jobs=2"
+        marks,
+        "x=0,1,2,3",
+        "sleep=1.0",
+        "hydra.launcher.gpus=[]",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.jobs_per_gpu=2",
     )
     # The parent's GPUs must not leak into CPU jobs.
     result = runner.run(args, env={"CUDA_VISIBLE_DEVICES": "0,1"})
     assert result.returncode == 0, result.stdout
+    # jobs_per_gpu does nothing on the CPU: the sweep says so, once.
+    assert result.stdout.count("hydra.launcher.jobs_per_gpu=2 does nothing here") == 1
     records = read_records(marks)
     assert [r["cuda"] for r in records] == [""] * 4
     assert {r["fraction"] for r in records} == {None}

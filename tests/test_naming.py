@@ -50,6 +50,30 @@ def test_nothing_varies_uses_all_overrides_then_job_number() -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        ("0.0001265262767107385", "lr=0.000126526"),  # what Optuna's float sampler gives
+        ("0.012345678", "lr=0.0123457"),
+        ("1.2345678901e-05", "lr=1.23457e-05"),
+        ("0.001", "lr=0.001"),  # as typed: left alone
+        ("1e-3", "lr=1e-3"),
+        ("0.123456", "lr=0.123456"),  # 6 digits: whole
+        ("123456789", "lr=123456789"),  # an integer is no float
+        ("abc.1234567", "lr=abc.1234567"),
+    ],
+)
+def test_long_floats_are_shortened_in_names(value: str, name: str) -> None:
+    assert run_dir_name([f"lr={value}", "batch=32"], {"lr"}, 0) == name
+
+
+def test_floats_that_round_alike_still_get_two_dirs(tmp_path: Path) -> None:
+    """0.12345671 and 0.12345674 both name lr=0.123457: the second run dir is ~2."""
+    names = [run_dir_name([f"lr={v}"], {"lr"}, 0) for v in ("0.12345671", "0.12345674")]
+    assert names == ["lr=0.123457"] * 2
+    assert [claim_run_dir(tmp_path, n) for n in names] == ["lr=0.123457", "lr=0.123457~2"]
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         ("x/../../../evil", "k=x%2F..%2F..%2F..%2Fevil"),

@@ -141,7 +141,11 @@ def unmakeable(tmp_path: Path) -> list[tuple[Path, str]]:
     (tmp_path / "afile").write_text("")
     return [
         (tmp_path / "afile" / "sub", f"cannot make it: {tmp_path / 'afile'} is not a directory"),
-        (Path("/proc/hpsearch-test/sweep"), "cannot make it: cannot write in /proc ("),
+        (
+            Path("/proc/hpsearch-test/sweep"),
+            "cannot make it: cannot write in /proc (it takes no new entries: a kernel "
+            "filesystem such as /proc or /sys)",
+        ),
     ]
 
 

@@ -10,6 +10,7 @@ from hpsearch_launcher.plan.slots import (
     CPU,
     SlotPool,
     device_label,
+    gpu_settings_unused,
     slots_per_device,
     sweep_devices,
     visible_gpus,
@@ -138,6 +139,32 @@ def test_sweep_devices(
     got = sweep_devices(settings, environ, lambda: nvml)
     assert got == devices
     assert slots_per_device(settings, got) == slots
+
+
+@pytest.mark.parametrize(
+    ("params", "devices", "said"),
+    [
+        ({"gpus": [], "jobs_per_gpu": 2, "n_jobs": 3}, (CPU,), "jobs_per_gpu=2 does nothing here"),
+        ({"jobs_per_gpu": "auto"}, (CPU,), "jobs_per_gpu=auto does nothing here"),
+        ({"memory_fraction": 0.3}, (CPU,), "memory_fraction=0.3 does nothing here"),
+        ({"jobs_per_gpu": 2}, ("0",), None),  # a GPU: they do what they say
+        ({"gpus": [], "n_jobs": 3}, (CPU,), None),  # nothing set for a GPU
+    ],
+)
+def test_gpu_settings_on_the_cpu_are_said_to_do_nothing(
+    params: dict, devices: tuple, said: str | None
+) -> None:
+    """A GPU setting where the jobs run on the CPU: one line, not silence (and no refusal:
+    a GPU machine's config still runs on a laptop)."""
+    line = gpu_settings_unused(parse_settings(params), devices)
+    if said is None:
+        assert line is None
+        return
+    assert line is not None and said in line and "\n" not in line
+    assert line.startswith("hpsearch: warning: hydra.launcher.")
+    assert "the jobs run on the CPU" in line
+    if params.get("gpus") == []:
+        assert "(gpus=[]), n_jobs=3 at a time" in line
 
 
 def test_gpu_that_nvml_does_not_have_fails_before_any_job() -> None:

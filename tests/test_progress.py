@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import Runner
 
-from hpsearch_launcher.record.progress import SweepState
+from hpsearch_launcher.record.progress import SweepState, counted
 
 
 def test_eta_and_summary() -> None:
@@ -30,6 +30,16 @@ def test_eta_and_summary() -> None:
         "4/10 finished (3 done, 1 failed, 0 resumed), 2 running, 4 queued; elapsed 0:00:0"
     )
     assert state.summary().endswith("ETA 0:00:45")
+
+
+def test_an_interrupted_searchs_counts_add_up() -> None:
+    """A search counts its interrupted trial as still to run (it runs again on resume), so
+    its queue holds it; it started all the same: 7 + 1 + 8 of 16, not 7 + 1 + 9."""
+    state = SweepState(total=16, done=7, interrupted=1, queued=9, stopping=True)
+    assert state.never_started() == 8
+    assert ", 1 interrupted, 0 running, 8 never started; elapsed" in state.summary()
+    assert counted(1, "running job") == "1 running job"
+    assert counted(2, "interrupted one") == "2 interrupted ones"
 
 
 @pytest.mark.slow

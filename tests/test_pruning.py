@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import Runner
+from conftest import Runner, assert_one_pruning_story
 
 from hpsearch_launcher import channel, report, should_stop
 from hpsearch_launcher.contract import REPORTS, STOP_FILE
@@ -122,7 +122,7 @@ def test_a_grid_with_prune_median_stops_the_hopeless_jobs(
     pruned = by_x.loc[[6, 5, 4, 3, 2, 1]]
     assert set(pruned["status"]) == {"pruned"}, result.stdout
     assert (pruned["last_step"] < steps - 1).all()
-    assert pruned["error"].str.startswith("pruned at step").all()
+    assert_one_pruning_story(table, result.stdout, tmp_path)
     # Each stopped itself on seeing should_stop() (within the grace): a fraction of a full run.
     for num in table.loc[table["status"] == "pruned", "job"]:
         assert (marks / f"stopped-{num}").exists()
@@ -151,11 +151,16 @@ def test_a_pruned_job_that_ignores_the_stop_is_ended_after_the_grace(
     )
     result = runner.run(args, env=env)
     assert result.returncode == 0, result.stdout
-    table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    table = rows.set_index("x")
     assert table.loc[1, "status"] == "pruned"
     assert not (marks / f"stopped-{table.loc[1, 'job']}").exists()
     # Pruned at its first step (0.1 s in), ended within grace (1 s) + 1 s of that.
     assert table.loc[1, "wall_time_s"] < 0.1 + 1 + 1 + 1.5  # start-up slack on 2 cores
+    # It went on reporting through its grace: the decision's step and the last one differ,
+    # and results.csv, the console and reports.jsonl say the same of both.
+    assert table.loc[1, "last_step"] > table.loc[1, "pruned_step"]
+    assert_one_pruning_story(rows, result.stdout, tmp_path)
 
 
 @pytest.mark.slow

@@ -28,3 +28,26 @@ def test_the_test_commands_say_how_long_they_take() -> None:
     for command in ('pytest -m "not slow"', "pytest   "):
         (line,) = [ln for ln in README.splitlines() if command in ln and ln.startswith(".venv")]
         assert "minutes" in line, line
+
+
+def section(title: str) -> str:
+    """The README's section under a `## ` or `### ` heading, up to the next heading."""
+    (found,) = re.findall(rf"^##+ {re.escape(title)}\n(.*?)(?=^##+ )", README, flags=re.S | re.M)
+    return found
+
+
+def test_an_app_of_ones_own_is_told_where_its_leaderboard_comes_from() -> None:
+    """Without the callback an app gets no leaderboard: the launcher's section says so."""
+    text = " ".join(section("The launcher (`hydra.launcher.*`)").split())
+    assert "no end-of-sweep leaderboard" in text
+    assert "hydra.callbacks.summary._target_: hpsearch_launcher.callbacks.SweepSummary" in text
+
+
+def test_how_to_look_at_a_search_is_said() -> None:
+    """optuna-dashboard with its install and run lines; an in-memory study has nothing to
+    look at; Ctrl-C prints the leaderboard so far."""
+    text = " ".join(section("Searching: `hydra/sweeper=hpsearch`").split())
+    assert "`pip install optuna-dashboard`" in text
+    assert "`optuna-dashboard sqlite:///study.db`" in text
+    assert "A study in memory (no `storage`) lives in the sweep's process alone" in text
+    assert "Ctrl-C prints the leaderboard of what has finished" in text

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -82,6 +83,33 @@ def assert_png(path: Path, min_width: int = 400, min_height: int = 300) -> None:
     image = matplotlib.image.imread(path)
     height, width = image.shape[:2]
     assert min_width <= width <= 3000 and min_height <= height <= 3000
+
+
+def test_no_sweep_dir_or_latest_reports_the_newest_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hpsearch-report` alone (or `latest`): the sweep under outputs/multirun/ whose
+    results.csv changed last, without typing its timestamped path."""
+    monkeypatch.chdir(tmp_path)
+    older = make_sweep(tmp_path / "outputs/multirun/2026-12-01/09-00-00", RUNS[:1])
+    newer = make_sweep(tmp_path / "outputs/multirun/2026-12-02/10-00-00", RUNS[:3])
+    os.utime(older / "results.csv", (1e9, 1e9))
+    for argv in ([], ["latest"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"the latest sweep: {newer.relative_to(tmp_path)}\n"), out
+        assert ranked_objectives(out) == ["0.9500", "0.8800", "0.7100"]
+
+
+def test_latest_without_a_sweep_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 2
+    assert capsys.readouterr().err == (
+        "hpsearch.report: no sweep under outputs/multirun/ here (no results.csv): run this "
+        "where you ran the sweep, or pass its SWEEP_DIR\n"
+    )
 
 
 def test_report_prints_best_first_and_the_failures(
@@ -420,9 +448,48 @@ def test_the_learning_curve_panel_draws_what_runs_reported_pruned_ones_apart(
         if line.get_marker() == "x" and len(line.get_xdata()) == 1
     ]
     assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1]
-    assert "pruned (1)" in [t.get_text() for t in panel.get_legend().get_texts()]
+    assert "pruned (1), x: the decision" in [t.get_text() for t in panel.get_legend().get_texts()]
+
+
+def test_a_pruned_runs_cross_is_at_the_decision_and_its_line_runs_to_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    """results.csv's pruned_step (the report the pruner judged) and last_step (where the job
+    stopped, its reports file's last line) are the cross and the end of the dotted line."""
+    sweep_dir = make_sweep(tmp_path / "sweep", RUNS[:2])
+    table = ResultsTable.load(sweep_dir)
+    pruned = row(2, "pruned", "", "pruned at step 1 (reported 0.2), stopped at step 3", sweep_dir)
+    table.put(
+        pruned | {"last_step": 3, "last_value": 0.4, "pruned_step": 1},
+        {"lr": "0.5", "model": "mlp"},
+    )
+    (sweep_dir / "2").mkdir()
+    curve = [0.1, 0.2, 0.3, 0.4]
+    lines = [json.dumps({"step": s, "value": v}) for s, v in enumerate(curve)]
+    (sweep_dir / "2" / "reports.jsonl").write_text("\n".join(lines) + "\n")
+    fig = build_figure(load_sweep(sweep_dir))
+    (panel,) = [ax for ax in fig.axes if ax.get_title() == "learning curves"]
+    (dotted,) = [line for line in panel.get_lines() if line.get_linestyle() == ":"]
+    assert list(dotted.get_xdata()) == [0, 1, 2, 3]
+    (cross,) = [line for line in panel.get_lines() if line.get_marker() == "x"]
+    assert (list(cross.get_xdata()), list(cross.get_ydata())) == ([1], [0.2])
 
 
 def test_no_learning_curve_panel_when_nothing_was_reported(tmp_path: Path) -> None:
     fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep")))
     assert "learning curves" not in [ax.get_title() for ax in fig.axes]
+
+
+def test_the_best_value_is_written_on_the_parallel_panel_when_values_are_close(
+    tmp_path: Path,
+) -> None:
+    """0.9815 against 0.9667..0.9796: the objective axis' rounded ticks (0.981) do not say the
+    best value; a label at the best line's end does, over the tick labels."""
+    runs = [(lr, "mlp", "completed", v, "") for lr, v in [("0.1", "0.9667"), ("0.2", "0.9796")]]
+    runs += [("0.3", "cnn", "completed", "0.9815", ""), ("0.4", "cnn", "completed", "0.9741", "")]
+    fig = build_figure(load_sweep(make_sweep(tmp_path / "sweep", runs)))
+    (panel,) = [ax for ax in fig.axes if ax.get_title(loc="left") == "one line per run"]
+    (label,) = [t for t in panel.texts if t.get_gid() == "best-label"]
+    assert label.get_text() == "best 0.9815"
+    assert label.xy == (2, 1.0)  # lr, model, then the objective's axis: its top
+    assert label.get_zorder() > max(t.get_zorder() for t in panel.texts if t is not label)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import re
 import signal
 import time
 from pathlib import Path
@@ -207,6 +208,9 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     summary = [line for line in out.splitlines() if "; results in" in line][-1]
     assert "(2 done, 0 failed, 0 resumed), 2 interrupted" in summary and "ETA" not in summary
     assert "2 never started" in summary
+    # The leaderboard of what finished, then the command that resumes.
+    board = out.index("Leaderboard (max objective): 2 finished, 2 failed or unfinished, 4 jobs")
+    assert board < out.index("hpsearch: to resume")
     first = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert dict(zip(first["x"], first["status"], strict=True)) == {
         0: "completed",
@@ -216,7 +220,10 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     }
 
     (marks / "hold").unlink()
-    result = runner.run(args)
+    # As the hint says: the same command, with the sweep's absolute dir.
+    (hinted,) = re.findall(r"hydra\.sweep\.dir=(/\S+)", out)
+    assert Path(hinted) == tmp_path / "sweep"
+    result = runner.run([*args, f"hydra.sweep.dir={hinted}"])
     assert result.returncode == 0, result.stdout
     assert starts(marks) == {0: 1, 1: 1, 2: 2, 3: 2, 4: 1, 5: 1}  # 0 and 1 did not run again
     every = pd.read_csv(tmp_path / "sweep" / "results.csv")
@@ -240,6 +247,10 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     dirs = {p.relative_to(sweep) for p in [*sweep.glob("x=*"), *sweep.glob("superseded/*")]}
     assert dirs == {(tmp_path / d).relative_to(sweep) for d in every["run_dir"]}
     assert {Path(d).name for d in final["run_dir"]} == {f"x={x}" for x in range(6)}
+    # One form of run_dir, the first run's (relative), though the hint's dir is absolute.
+    assert not any(Path(d).is_absolute() for d in every["run_dir"]), every["run_dir"].tolist()
+    board = [ln for ln in result.stdout.splitlines() if re.match(r"\s*\d+\s+\d\.\d{4}\s", ln)]
+    assert len(board) == 6 and not [ln for ln in board if str(tmp_path) in ln], board
 
 
 def starts_so_far(marks: Path) -> set[int]:

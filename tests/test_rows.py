@@ -54,6 +54,13 @@ def test_return_columns(value: object, columns: dict) -> None:
             {"final": {"val_accuracy": 0.9, "epochs": 3, "note": "x"}},
             {"val_accuracy": 0.9, "epochs": 3.0},
         ),
+        # The task's own timing beside final, without the process's start-up.
+        (
+            {"final": {"val_accuracy": 0.9}, "train_time_s": 9.87654},
+            {"val_accuracy": 0.9, "train_time_s": 9.877},
+        ),
+        ({"final": {"a": 1}, "train_time_s": "9"}, {"a": 1.0}),  # not a number: left out
+        ({"final": {"a": 1}, "train_time_s": float("nan")}, {"a": 1.0}),
         ({"final": [1, 2]}, {}),
         ({"final": "text"}, {}),
         ({"other": 1}, {}),

@@ -3,6 +3,7 @@ their reports, resumed by the same command, and batched for another launcher."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
-from conftest import Runner, read_records, wait_no_tagged
+from conftest import Runner, assert_one_pruning_story, read_records, wait_no_tagged
 
 from hpsearch_launcher.search.algorithms import make_sampler
 from hpsearch_launcher.search.settings import parse_settings
@@ -118,6 +119,7 @@ def test_hopeless_trials_are_pruned(runner: Runner, marks: Path, tmp_path: Path)
     assert (frame["status"] == "pruned").sum() >= 1
     best_done = frame.loc[frame["status"] == "completed", "x"].max()
     assert frame.loc[frame["status"] == "pruned", "x"].max() < best_done
+    assert_one_pruning_story(pd.read_csv(tmp_path / "sweep" / "results.csv"), done.stdout, tmp_path)
 
 
 def stop_during_the_first_trial(runner: Runner, marks: Path, args: list[str], sig: int) -> int:
@@ -132,6 +134,14 @@ def stop_during_the_first_trial(runner: Runner, marks: Path, args: list[str], si
     sweep.send_signal(sig)
     out, _ = sweep.communicate(timeout=30)
     assert sweep.returncode == (-9 if sig == signal.SIGKILL else 128 + sig), out
+    if sig != signal.SIGKILL:  # the counts add up to n_trials, in words that agree
+        assert "stopping 1 running job, " in out, out
+        counts = re.search(
+            r"(\d+)/(\d+) finished .*?, (\d+) interrupted, (\d+) running, (\d+) never started", out
+        )
+        assert counts is not None, out
+        ended, total, interrupted, running, never = map(int, counts.groups())
+        assert ended + interrupted + running + never == total, counts.group(0)
     assert wait_no_tagged(runner.tag, within=10) == []
     (marks / "hold").unlink()
     return starts(marks)[0]

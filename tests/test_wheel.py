@@ -108,7 +108,8 @@ def test_help_and_config_override_from_the_wheel(
     done = run_installed(runner, wheel_venv, tmp_path, "--help")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
-    assert "hpsearch-report SWEEP_DIR" in done.stdout  # our help, from the wheel's conf/hydra
+    assert "hpsearch-report [SWEEP_DIR]" in done.stdout  # our help, from the wheel's conf/hydra
+    assert "  n_trials " in done.stdout  # the settings listed from their declarations
 
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -11,10 +11,11 @@ import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from hpsearch.errors import ConfigError, exit_with
 from hpsearch.preflight import preflight
+from hpsearch.settings_help import RESOLVER, settings_help
 from hpsearch_launcher.plan.settings import LauncherSettingsError, check_setting_key
 
 # hpsearch/conf: the package's copy of the repository's conf/ in a wheel; in a checkout or an
@@ -47,6 +48,8 @@ def run_dir_line(output_dir: Path, cwd: Path) -> str:
 
 
 train_task.preflight = preflight  # type: ignore[attr-defined]  # run by our launcher
+# `hpsearch --help` lists the settings from their declarations (conf/hydra/help/hpsearch.yaml).
+OmegaConf.register_new_resolver(RESOLVER, settings_help, replace=True)
 
 _hydra_main = hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")(
     train_task

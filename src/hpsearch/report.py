@@ -2,7 +2,7 @@
 the hyperparameters, alone and together.
 
 Usage:
-    python -m hpsearch.report SWEEP_DIR [--top N] [--plot PATH]
+    python -m hpsearch.report [SWEEP_DIR | latest] [--top N] [--plot PATH]
 
 SWEEP_DIR is the directory a sweep with the hpsearch launcher wrote: it holds results.csv and
 Hydra's multirun.yaml, which gives the objective's metric and mode and the leaderboard's extra
@@ -65,10 +65,29 @@ class ReportError(Exception):
     """Bad input: a one-line message naming the value and the fix."""
 
 
+LATEST = "latest"  # SWEEP_DIR's default: the newest sweep under DEFAULT_ROOT
+DEFAULT_ROOT = Path("outputs/multirun")  # where hpsearch's sweeps go by default (conf/)
+
+
+def latest_sweep(root: Path = DEFAULT_ROOT) -> Path:
+    """The sweep dir under `root` (`<date>/<time>/`, or any depth) whose results.csv changed
+    last; ReportError when there is none."""
+    found = [p for p in root.glob(f"**/{FILENAME}") if p.is_file()] if root.is_dir() else []
+    if not found:
+        raise ReportError(
+            f"no sweep under {root}/ here (no {FILENAME}): run this where you ran the sweep, "
+            "or pass its SWEEP_DIR"
+        )
+    return max(found, key=lambda p: p.stat().st_mtime).parent
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     sweep_dir = Path(args.sweep_dir)
     try:
+        if args.sweep_dir == LATEST and not sweep_dir.exists():
+            sweep_dir = latest_sweep()
+            print(f"the latest sweep: {sweep_dir}")
         sweep = load_sweep(sweep_dir)
     except ReportError as e:
         print(f"hpsearch.report: {e}", file=sys.stderr)
@@ -87,7 +106,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Print a sweep's leaderboard and plot its objective against the "
         "hyperparameters.",
     )
-    parser.add_argument("sweep_dir", metavar="SWEEP_DIR", help="the sweep's output directory")
+    parser.add_argument(
+        "sweep_dir",
+        metavar="SWEEP_DIR",
+        nargs="?",
+        default=LATEST,
+        help=f"the sweep's output directory; {LATEST} (the default): the newest sweep under "
+        f"{DEFAULT_ROOT}/ (by its {FILENAME})",
+    )
     parser.add_argument(
         "--top", type=_positive_int, default=10, help="how many best runs to list (default 10)"
     )

@@ -1,6 +1,7 @@
 """The learning-curve panel of a sweep's report: one line per run that reported its objective
 (`hpsearch_launcher.report`, once an epoch), coloured by where it ended; pruned runs grey and
-dotted, a cross where the pruner stopped them."""
+dotted to the step they stopped at, a cross at the step the pruner decided on (results.csv's
+`pruned_step`; a job goes on a little after the decision)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from matplotlib.lines import Line2D
 
 from hpsearch.report_axes import Sweep
 from hpsearch.report_panels import PRUNED_COLOUR, objective_colours
-from hpsearch_launcher.results import read_curve
+from hpsearch_launcher.results import PRUNED_STEP, read_curve
 
 
 def load_curves(sweep_dir: Path, rows: list[dict[str, str]]) -> dict[int, list[tuple[int, float]]]:
@@ -28,6 +29,16 @@ def load_curves(sweep_dir: Path, rows: list[dict[str, str]]) -> dict[int, list[t
     return curves
 
 
+def decision(row: dict[str, str], curve: list[tuple[int, float]]) -> tuple[int, float]:
+    """Where on its curve a pruned run was judged hopeless: its row's `pruned_step` (the
+    curve's last point for a sweep that recorded none)."""
+    try:
+        step = int(float(row.get(PRUNED_STEP, "")))
+    except ValueError:
+        return curve[-1]
+    return next(((s, v) for s, v in curve if s == step), curve[-1])
+
+
 def draw_curves(ax: Axes, sweep: Sweep) -> None:
     cmap, norm = objective_colours(sweep)
     pruned = set(sweep.pruned)
@@ -35,7 +46,8 @@ def draw_curves(ax: Axes, sweep: Sweep) -> None:
         steps, values = zip(*curve, strict=True)
         if i in pruned:
             ax.plot(steps, values, color=PRUNED_COLOUR, linestyle=":", linewidth=1, alpha=0.8)
-            ax.plot(steps[-1], values[-1], "x", color=PRUNED_COLOUR, markersize=5)
+            at = decision(sweep.rows[i], curve)
+            ax.plot(*at, "x", color=PRUNED_COLOUR, markersize=5)
         elif i in sweep.finished:
             ax.plot(steps, values, color=cmap(norm(sweep.scores[i])), linewidth=1.2, alpha=0.9)
         else:  # failed: its curve up to where it died
@@ -53,7 +65,7 @@ def draw_curves(ax: Axes, sweep: Sweep) -> None:
                 color=PRUNED_COLOUR,
                 linestyle=":",
                 marker="x",
-                label=f"pruned ({len(shown)})",
+                label=f"pruned ({len(shown)}), x: the decision",
             ),
         ]
         ax.legend(handles=handles, loc="best", fontsize="small", framealpha=0.85)

@@ -66,6 +66,8 @@ def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -
             zorder=3,
             path_effects=[pe.withStroke(linewidth=5, foreground="black")],
         )
+    if best_rows:
+        _label_best_end(ax, axes[-1], len(axes) - 1, best_rows, sweep)
     outline = [pe.withStroke(linewidth=5, foreground="black")]
     handles = [Line2D([], [], color="gold", linewidth=2.6, path_effects=outline, label="best")]
     if sweep.failed:
@@ -83,6 +85,28 @@ def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -
     )
     ax.set_title("one line per run", loc="left", fontsize="medium")
     fig.colorbar(runs, ax=ax, label=sweep.metric, pad=0.01, fraction=0.03)
+
+
+def _label_best_end(ax: Axes, axis: Axis, x: float, rows: list[int], sweep: Sweep) -> None:
+    """The best value, written where the best line meets the objective's axis, on the side
+    of the headroom and over everything: with close values the axis' rounded tick labels
+    neither say it nor leave its line end visible."""
+    score = sweep.scores[rows[0]]
+    ties = f" ({len(rows)} runs)" if len(rows) > 1 else ""
+    up = sweep.mode == "max"
+    ax.annotate(
+        f"best {score:.4g}{ties}",
+        (x, axis.unit(axis.positions[rows[0]])),
+        xytext=(-6, 9 if up else -9),
+        textcoords="offset points",
+        ha="right",
+        va="bottom" if up else "top",
+        fontsize="small",
+        fontweight="bold",
+        zorder=6,
+        gid="best-label",
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+    )
 
 
 def _unscored(

@@ -31,6 +31,7 @@ from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settin
 from .plan.slots import CPU
 from .record.leaderboard import leaderboard, summary_options, superseded, unfinished
 from .record.lock import SweepDirLocked, hold_sweep_dir
+from .record.progress import counted
 from .record.recorder import Recorder
 from .record.resume_command import resume_hint
 from .record.table import FILENAME, SAVE_INTERVAL_S, ResultsFileError, ResultsTable
@@ -60,7 +61,7 @@ def launch(
         )
         recorder.next_job += sum(job.previous is None for job in jobs)
         source = BatchSource(jobs, settings)
-        return Feed(source, source.job, len(jobs), f"{len(jobs)} jobs")
+        return Feed(source, source.job, len(jobs), counted(len(jobs), "job"))
 
     config, recorder, feed = _sweep(launcher, batch)
     assert isinstance(feed.source, BatchSource)
@@ -174,19 +175,26 @@ def _run(sweep: Sweep, config: DictConfig) -> None:
     try:
         sweep.run()
     except SystemExit:  # stopped by Ctrl-C or SIGTERM: the running jobs are recorded
+        # The end-of-sweep callback will not run: what finished so far, then how to go on.
+        log.info("\n%s", _leaderboard(config, sweep.recorder))
         log.error("hpsearch: %s", resume_hint(config))
         raise
+
+
+def _leaderboard(config: DictConfig, recorder: Recorder) -> str:
+    """The end-of-sweep leaderboard, of the rows recorded so far."""
+    mode, columns = summary_options(config)
+    rows = list(recorder.table.rows.values())
+    return leaderboard(
+        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
+    )
 
 
 def report_failures(config: DictConfig, recorder: Recorder) -> None:
     """The sweeper is about to raise the first failure: show the whole picture first (the
     end-of-sweep callback that prints it otherwise will not run)."""
-    mode, columns = summary_options(config)
     rows = list(recorder.table.rows.values())
-    board = leaderboard(
-        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
-    )
-    log.info("\n%s", board)
+    log.info("\n%s", _leaderboard(config, recorder))
     log.error(
         "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
         "stderr.log); results in %s\nhpsearch: %s",

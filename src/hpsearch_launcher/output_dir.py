@@ -8,6 +8,7 @@ refused run wrote there (the caller says what that is).
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -40,9 +41,17 @@ def dirs_to_make(path: Path, key: str) -> list[Path]:
     except OSError as err:
         where = f"in {base}" if missing else "in it"
         raise OutputDirError(
-            f"{key}={path}: {made}cannot write {where} ({err.strerror}); {fix}"
+            f"{key}={path}: {made}cannot write {where} ({_why(err)}); {fix}"
         ) from None
     return missing
+
+
+def _why(err: OSError) -> str:
+    """The reason in words: a dir that exists but says "No such file or directory" to a new
+    entry is a kernel filesystem (/proc, /sys), not a missing dir."""
+    if err.errno == errno.ENOENT:
+        return "it takes no new entries: a kernel filesystem such as /proc or /sys"
+    return err.strerror or str(err)
 
 
 def remove_made(made: Sequence[Path], written: Callable[[Path], bool]) -> bool:

@@ -15,13 +15,14 @@ from .contract import REPORTS_FILE
 from .outcome import DONE, SUPERSEDED, Status
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.reports import ReportReader
-from .record.rows import finite
+from .record.rows import PRUNED_STEP, finite
 from .record.table import FILENAME, STATUS, TAIL, ResultsFileError, ResultsTable
 
 __all__ = [
     "DONE",
     "FILENAME",
     "PRUNED",
+    "PRUNED_STEP",
     "STATUS",
     "SUPERSEDED",
     "ResultsFileError",

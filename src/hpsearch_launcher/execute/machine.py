@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .. import nvml
 from ..nvml import GpuMemory
 from ..plan.settings import LauncherSettings, cpu_count
-from ..plan.slots import CPU, slots_per_device, sweep_devices
+from ..plan.slots import CPU, gpu_settings_unused, slots_per_device, sweep_devices
 from .backend import Execution
 from .local import LocalBackend
 
@@ -45,6 +45,9 @@ def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecuti
     cores = cpu_count()
     totals = {g: nvml.nvml_total_mb(g) for g in groups if g != CPU}
     slots = slots_per_device(settings, groups)
+    unused = gpu_settings_unused(settings, groups)
+    if unused:
+        log.warning(unused)
     packs = settings.packed and groups != (CPU,)
     if packs and None in totals.values():
         unknown = ", ".join(g for g, total in totals.items() if total is None)

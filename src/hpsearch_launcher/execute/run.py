@@ -35,6 +35,7 @@ class Run:
     key: Hashable = None  # the source's handle for the job
     reports: ReportReader | None = None  # what the job reported (its run dir's reports file)
     pruned: str = ""  # why the source ended it ("": it was not)
+    pruned_step: int | None = None  # the step of the report the source pruned it on
     kill_at: float | None = None  # pruned: when its process tree is ended if still there
     kind: Hashable = None  # what decides its GPU memory (plan.packing.kind_of)
     peak_mb: int = 0  # the most GPU memory its process tree held, as measured (this attempt)
@@ -70,5 +71,13 @@ class Run:
 
 def pruned(run: Run, outcome: Outcome) -> Outcome:
     """How a job the source pruned ended: pruned, whatever its process did once asked to stop
-    (a task that saw `should_stop()` returns; one that did not is ended)."""
-    return Outcome(Ending.PRUNED, detail=run.pruned, placement=outcome.placement)
+    (a task that saw `should_stop()` returns; one that did not is ended). Its reports are
+    read to the end (not told to the source: the decision is made), so the step it stopped
+    at is the last one in its reports file, as its results.csv row and its curve say."""
+    if run.reports is not None:
+        run.reports.read()
+    stopped = run.reports.last[0] if run.reports is not None else None
+    detail = run.pruned
+    if stopped is not None and stopped != run.pruned_step:
+        detail += f", stopped at step {stopped}"
+    return Outcome(Ending.PRUNED, detail=detail, placement=outcome.placement)

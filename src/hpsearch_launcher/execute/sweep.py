@@ -20,7 +20,7 @@ from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
 from ..plan.settings import LauncherSettings
 from ..plan.slots import SlotPool, device_label, spare_counts
-from ..record.progress import SweepState, make_progress
+from ..record.progress import SweepState, counted, make_progress
 from ..record.recorder import Recorder
 from ..record.reports import ReportReader
 from ..record.rows import last_report
@@ -265,6 +265,7 @@ class Sweep:
     def _prune(self, run: Run, step: int, value: float) -> None:
         assert run.dir is not None
         run.pruned = f"pruned at step {step} (reported {value:.6g})"
+        run.pruned_step = step
         (run.dir / STOP_FILE).touch()
         run.kill_at = time.monotonic() + self.settings.prune_grace
         log.info("job %d pruned %s  %s", run.job.num, run.job.label, run.pruned)
@@ -281,6 +282,8 @@ class Sweep:
         if run.reports is not None and not run.pruned:
             for late in run.reports.read():  # written just before it ended: the source hears all
                 self.source.report(run.key, *late)
+        if run.pruned and run.dir is not None:  # its process is gone: the request is answered
+            (run.dir / STOP_FILE).unlink(missing_ok=True)
         step, value = run.reports.last if run.reports is not None else (None, None)
         ret = self.recorder.ended(
             job,
@@ -291,6 +294,7 @@ class Sweep:
             run_dir=run.dir or run_dir(job),
             errors=run.errors,
             last=(step, value),
+            pruned_step=run.pruned_step,
             memory=(run.peak_mb or None, run.cap_mb),
         )
         status = status_of(outcome)
@@ -336,10 +340,10 @@ class Sweep:
         """No new job starts; running jobs' process trees end and are recorded; then exit."""
         self._state.stopping = True
         log.error(
-            "hpsearch: %s: stopping %d running jobs, %d never started",
+            "hpsearch: %s: stopping %s, %d never started",
             self.stop.name,
-            len(self.running),
-            self.state.queued,
+            counted(len(self.running), "running job"),
+            self.state.never_started(),
         )
         self._end_running(f"interrupted by {self.stop.name}")
         log.error("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
@@ -364,7 +368,8 @@ class Sweep:
         if not self.running:
             return
         self._state.stopping = True
-        log.error("hpsearch: %s: ending %d running jobs", type(err).__name__, len(self.running))
+        ending = counted(len(self.running), "running job")
+        log.error("hpsearch: %s: ending %s", type(err).__name__, ending)
         try:
             self._end_running(f"the sweep stopped: {type(err).__name__}: {err}")
         except Exception as again:

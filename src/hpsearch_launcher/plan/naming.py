@@ -12,6 +12,7 @@ import functools
 import hashlib
 import itertools
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -70,13 +71,30 @@ def varying_keys(batch: Sequence[Sequence[str]], swept: Sequence[str] = ()) -> s
     return differing | (set(swept) & keys)
 
 
+NAME_DIGITS = 6  # significant digits of a float in a run dir name (a sampler's 0.00012652627...)
+_LONG_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def short_float(value: str) -> str:
+    """A float written with more than NAME_DIGITS significant digits, rounded to them
+    (`0.0001265262767107385` -> `0.000126526`); any other value as written. Two values that
+    round alike still get two dirs: claim_run_dir gives the second `~2`."""
+    if not _LONG_FLOAT.fullmatch(value):
+        return value
+    mantissa = re.split(r"[eE]", value)[0].lstrip("+-").replace(".", "").lstrip("0")
+    return f"{float(value):.{NAME_DIGITS}g}" if len(mantissa) > NAME_DIGITS else value
+
+
 def run_dir_name(overrides: Sequence[str], keys: set[str], job_num: int) -> str:
     """The directory name of one job: its values of `keys`, or all its overrides if none vary."""
     chosen = [o for o in overrides if split_override(o)[0] in keys] or list(overrides)
     parts = []
     for override in sorted(chosen, key=lambda o: split_override(o)[0]):
         key, value = split_override(override)
-        parts.append(_escape(key) if value is None else f"{_escape(key)}={_escape(value)}")
+        if value is None:
+            parts.append(_escape(key))
+        else:
+            parts.append(f"{_escape(key)}={_escape(short_float(value))}")
     return _fit(",".join(parts) or f"job{job_num}")
 
 

@@ -64,6 +64,25 @@ def device_label(device: str) -> str:
     return f"gpu {device}" if device.isdigit() or GPU_UUID.match(device) else device
 
 
+def gpu_settings_unused(settings: LauncherSettings, devices: Sequence[str]) -> str | None:
+    """The warning for GPU settings set where the jobs run on the CPU (they do nothing
+    there: the sweep still runs, as a GPU box's config may be tried on a laptop); None when
+    there are GPUs or none was set."""
+    if tuple(devices) != (CPU,):
+        return None
+    unused = [f"jobs_per_gpu={settings.jobs_per_gpu}"] if settings.jobs_per_gpu != 1 else []
+    if settings.memory_fraction is not None:
+        unused.append(f"memory_fraction={settings.memory_fraction:g}")
+    if not unused:
+        return None
+    why = "gpus=[]" if settings.gpus == () else "gpus=auto found no GPU"
+    return (
+        f"hpsearch: warning: hydra.launcher.{', '.join(unused)} does nothing here: the jobs "
+        f"run on the CPU ({why}), n_jobs={settings.n_jobs} at a time "
+        "(hydra.launcher.n_jobs sets that)"
+    )
+
+
 PACKED_SLOTS = 64  # jobs_per_gpu=auto: the most jobs one GPU holds (memory decides below it)
 
 

@@ -41,6 +41,16 @@ class SweepState:
         left = self.queued + sum(len(v) for v in self.running.values())
         return left * (sum(self.durations) / len(self.durations)) / max(1, self.slots)
 
+    def never_started(self) -> int:
+        """Stopping: the jobs of the sweep that did not start. Not `queued`: a source may
+        count an interrupted job as still to run (a search runs its trial again), but it
+        started, and the counts must add up to the total."""
+        if not self.total:
+            return self.queued
+        running = sum(len(v) for v in self.running.values())
+        ended = self.done + self.failed + self.resumed + self.pruned
+        return max(0, self.total - ended - self.interrupted - running)
+
     def summary(self) -> str:
         running = sum(len(v) for v in self.running.values())
         eta = self.eta_s()
@@ -48,10 +58,10 @@ class SweepState:
         ended = self.done + self.failed + self.resumed + self.pruned
         interrupted = f", {self.interrupted} interrupted" if self.interrupted else ""
         pruned = f", {self.pruned} pruned" if self.pruned else ""
+        left = f"{self.never_started()} never started" if self.stopping else f"{self.queued} queued"
         text = (
             f"{ended}/{self.total} finished ({self.done} done, {self.failed} failed{pruned}, "
-            f"{self.resumed} resumed){interrupted}, {running} running, {self.queued} "
-            f"{'never started' if self.stopping else 'queued'}; elapsed "
+            f"{self.resumed} resumed){interrupted}, {running} running, {left}; elapsed "
             f"{_clock(time.monotonic() - self.started)}"
         )
         if not self.stopping:
@@ -59,6 +69,11 @@ class SweepState:
         for device, note in self.waiting.items():
             text += f"; {device_label(device)} waits for free memory ({note})"
         return text
+
+
+def counted(n: int, singular: str, plural: str = "") -> str:
+    """`1 running job`, `2 running jobs`: a count and its noun, agreeing."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
 class Progress(Protocol):

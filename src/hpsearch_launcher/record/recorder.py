@@ -24,8 +24,10 @@ from .lock import SweepLock
 from .rows import (
     LAST_STEP,
     LAST_VALUE,
+    PRUNED_STEP,
     Notices,
     final_metrics,
+    in_form_of,
     iso_time,
     loaded_return,
     return_columns,
@@ -55,6 +57,8 @@ class Recorder:
         self.next_job = first_new_job
         self.notices = Notices()
         self.reused: set[int] = set()  # earlier rows already handed to a job of this run
+        # How earlier runs wrote run_dir (relative or absolute): this run's rows follow it.
+        self.run_dir_like = next((d for r in table.rows.values() if (d := r.get("run_dir"))), "")
 
     def resumable(self) -> dict[str, list[dict[str, str]]]:
         """Earlier runs' finished rows not yet reused, by config hash, in job order."""
@@ -102,12 +106,15 @@ class Recorder:
         run_dir: Path,
         errors: list[str],
         last: tuple[int | None, float | None] = (None, None),
+        pruned_step: int | None = None,
         memory: tuple[int | None, int | None] = (None, None),
     ) -> JobReturn:
         """Record a job's last attempt; return what the sweeper gets for it. `memory`: its
-        peak GPU memory and its cap, MB (None: unknown, none). `last`: the last
-        step it reported, and the value; a pruned job returns that value, as completed (a
-        grid's sweeper must not fail on it: the pruner judged, the job did not fail)."""
+        peak GPU memory and its cap, MB (None: unknown, none). `last`: the last step it
+        reported, and the value; `pruned_step`: the step of the report it was pruned on (a
+        job goes on a little after the decision: `last` is where it stopped). A pruned job
+        returns its last value, as completed (a grid's sweeper must not fail on it: the
+        pruner judged, the job did not fail)."""
         ret = outcome.job_return if outcome.ending in (Ending.RETURNED, Ending.RAISED) else None
         value = ret._return_value if ret is not None and outcome.ok else None
         if outcome.ending is Ending.PRUNED:
@@ -122,6 +129,8 @@ class Recorder:
         row |= {k: v for k, v in metrics.items() if k not in row}
         if last[0] is not None:
             row |= {LAST_STEP: last[0], LAST_VALUE: last[1]}
+        if pruned_step is not None:
+            row[PRUNED_STEP] = pruned_step
         kept = outcome.ended  # completed or pruned: its return value is stored for resume
         row |= {
             "device": device,
@@ -131,7 +140,7 @@ class Recorder:
             "end": iso_time(ended),
             "wall_time_s": round(ended - started, 3),
             "attempts": attempts,
-            "run_dir": str(run_dir),
+            "run_dir": in_form_of(run_dir, self.run_dir_like),
             "config_hash": job.config_hash,
             "error": "; ".join([*errors, *([outcome.reason] if not outcome.ok else [])]),
             "return": stored_return(value, job.num, self.notices) if kept else "",

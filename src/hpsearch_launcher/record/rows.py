@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,8 +73,13 @@ def return_columns(value: Any, num: int, notices: Notices) -> dict[str, float]:
     return {}
 
 
+TRAIN_TIME_S = "train_time_s"  # metrics.json's own top-level number: the task's training time
+
+
 def final_metrics(run_dir: Path, num: int, notices: Notices) -> dict[str, float]:
-    """The numbers in the `final` mapping of the job's metrics.json, if it wrote one."""
+    """The numbers in the `final` mapping of the job's metrics.json, if it wrote one, and its
+    top-level `train_time_s` (the task's own timing, without the process's start-up: what
+    compares configs, where wall_time_s counts a cold start's imports too)."""
     path = run_dir / METRICS_FILE
     try:
         data = json.loads(path.read_text())
@@ -89,7 +95,11 @@ def final_metrics(run_dir: Path, num: int, notices: Notices) -> dict[str, float]
             f"job {num}'s {path} has no `final` mapping (got {type(final).__name__}): ignored",
         )
         return {}
-    return {_column(str(k)): float(v) for k, v in final.items() if is_number(v)}
+    numbers = {_column(str(k)): float(v) for k, v in final.items() if is_number(v)}
+    seconds = finite(data.get(TRAIN_TIME_S)) if is_number(data.get(TRAIN_TIME_S)) else None
+    if seconds is not None and TRAIN_TIME_S not in numbers:
+        numbers[TRAIN_TIME_S] = round(seconds, 3)
+    return numbers
 
 
 def stored_return(value: Any, num: int, notices: Notices) -> str:
@@ -124,11 +134,28 @@ def _column(key: str) -> str:
     return f"return_{key}" if key in RESERVED else key
 
 
+def in_form_of(path: Path, like: str) -> str:
+    """`path` written as `like` is: relative to the working directory when `like` is relative
+    (and `path` is under it), absolute when `like` is; as given without a `like`. So one
+    results.csv keeps one form of run_dir, however a later run was given its sweep dir (the
+    resume hint gives it absolute)."""
+    if not like:
+        return str(path)
+    absolute = Path(os.path.abspath(path))
+    if Path(like).is_absolute():
+        return str(absolute)
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:  # not under the working directory: only an absolute path says where
+        return str(absolute)
+
+
 def iso_time(epoch_seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch_seconds))
 
 
 LAST_STEP, LAST_VALUE = "last_step", "last_value"  # the job's last report (report(value, step))
+PRUNED_STEP = "pruned_step"  # the step of the report a pruned job was pruned on
 
 
 def last_report(row: Mapping[str, str]) -> tuple[int | None, float | None]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..outcome import DONE
 from ..plan.naming import suffixed
+from .rows import in_form_of
 from .table import STATUS, ResultsTable
 
 FOLDER = "superseded"  # in the sweep dir
@@ -34,7 +35,8 @@ def move_aside(table: ResultsTable, path: Path, config_hash: str, before_job: in
     # The sweep dir's lock is held: nobody else claims names in it meanwhile.
     target = next(folder / name for name in suffixed(path.name) if not (folder / name).exists())
     path.rename(target)
-    table.relocate(rows, target)
+    recorded = next(iter(rows.values()))["run_dir"]
+    table.relocate(rows, Path(in_form_of(target, recorded)))  # written as the rows had it
     return target
 
 

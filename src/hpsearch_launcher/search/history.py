@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..contract import REPORTS_FILE
 from ..outcome import Status
 from ..plan.naming import split_override
+from ..record.progress import counted
 from ..record.reports import ReportReader
 from ..record.table import ResultsTable
 from .objective import objective_values
@@ -81,11 +82,10 @@ def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> 
         study.enqueue_trial(params)
     if told or again or skipped:
         log.info(
-            "hpsearch: resumed the search from %s: %d trials told to the study, %d interrupted "
-            "ones to run again%s",
+            "hpsearch: resumed the search from %s: %s told to the study, %s to run again%s",
             table.path,
-            len(told),
-            len(again),
+            counted(len(told), "trial"),
+            counted(len(again), "interrupted one"),
             f"; {skipped} rows outside this search space left out" if skipped else "",
         )
 

@@ -122,9 +122,11 @@ class OptunaSource:
                 self._tell(trial, values=values)
                 self._best(trial.number, end.job_num)
         elif end.status is Status.PRUNED:
-            resumed = end.step is not None and end.step not in steps  # reported elsewhere
-            if resumed and end.value is not None and self.n_objectives == 1:
-                trial.report(end.value, end.step)  # its last report, for the pruner
+            # Its last report, if the study has not heard it (made in an earlier run, or after
+            # the decision, before the job stopped): the trial's curve ends where the job's does.
+            unheard = end.step is not None and end.step not in steps
+            if unheard and end.value is not None and self.n_objectives == 1:
+                trial.report(end.value, end.step)
             self._tell(trial, state=TrialState.PRUNED)
         else:  # FAILED, TIMEOUT
             self._failed(trial)
