@@ -17,10 +17,12 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher.search.config import HpsearchSweeperConf
+from hpsearch_launcher.search.sampler_config import store_samplers
 
 ConfigStore.instance().store(
     group="hydra/sweeper", name="hpsearch", node=HpsearchSweeperConf, provider="hpsearch"
 )
+store_samplers()  # hydra/sweeper/sampler: tpe, random, ... as Hydra's Optuna sweeper has them
 
 
 class HpsearchSweeper(Sweeper):
