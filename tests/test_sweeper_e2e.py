@@ -42,7 +42,7 @@ def first_draws(seed: int, n: int) -> list[int]:
             parse_settings({"sampler": {"_target_": "optuna.samplers.RandomSampler", "seed": seed}})
         )
     )
-    space = {"x": optuna.distributions.IntDistribution(0, 99)}
+    space = {"x": optuna.distributions.IntDistribution(0, 100)}  # range(0,100): 100 included
     return [int(study.ask(space).params["x"]) for _ in range(n)]
 
 

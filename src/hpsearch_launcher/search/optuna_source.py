@@ -172,7 +172,13 @@ class OptunaSource:
 
     def _tell(self, trial: optuna.trial.Trial, **how: object) -> None:
         # skip_if_finished: a sweep sharing the study may have failed it already.
-        self.study.tell(trial, skip_if_finished=True, **how)  # type: ignore[arg-type]
+        try:
+            self.study.tell(trial, skip_if_finished=True, **how)  # type: ignore[arg-type]
+        except RuntimeError as err:
+            # The grid sampler stops its study once the grid is searched: outside optimize()
+            # that is this error, after the trial is told (n_trials is the grid's size anyway).
+            if "Study.stop" not in str(err):
+                raise
 
     def _best(self, number: int, job_num: int) -> None:
         if self.n_objectives == 1 and self.study.best_trial.number == number:

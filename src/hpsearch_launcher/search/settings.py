@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.errors import CompactHydraException
 from omegaconf import MISSING
 
 from .config import SearchSettings
+from .refusal import SearchSettingsError
 from .sampler_config import DEFAULT_SAMPLER, SAMPLER_CONFIGS
 
 SAMPLERS = tuple(SAMPLER_CONFIGS)
@@ -27,10 +27,6 @@ MOVED = {
 }
 PRUNERS = ("none", "median", "percentile", "successive_halving", "hyperband", "threshold")
 DIRECTIONS = {"minimize": "minimize", "maximize": "maximize", "min": "minimize", "max": "maximize"}
-
-
-class SearchSettingsError(CompactHydraException):
-    """A bad hydra.sweeper.* value: the message names the value, the rule and the fix."""
 
 
 def fail(key: str, value: Any, rule: str, example: str = "") -> SearchSettingsError:

@@ -26,7 +26,7 @@ from hydra.core.override_parser.types import (
     RangeSweep,
     Transformer,
 )
-from hydra.errors import CompactHydraException, HydraException
+from hydra.errors import HydraException
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -34,14 +34,12 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from .refusal import SearchSpaceError
+
 GRAMMAR = (
     "interval(low,high), int(interval(low,high)), tag(log,interval(low,high)), "
     "range(start,stop[,step]), choice(a,b,...), or a fixed value"
 )
-
-
-class SearchSpaceError(CompactHydraException):
-    """A search space this sweeper cannot read: the message names the value and the grammar."""
 
 
 @dataclass(frozen=True)

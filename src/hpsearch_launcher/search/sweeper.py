@@ -7,13 +7,11 @@ trials (one per free slot), any other launcher runs them in batches of `n_jobs`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
-import os
-import sys
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +37,6 @@ log = logging.getLogger("hpsearch.sweeper")
 
 DEFAULT_BATCH = 2  # trials per launch() with another launcher, n_jobs unset: Hydra's default
 RESULTS_YAML = "optimization_results.yaml"  # the best trial, as Hydra's Optuna sweeper writes it
-
-
-@contextlib.contextmanager
-def one_line_errors() -> Iterator[None]:
-    """A bad setting or search space, found before any trial starts: `hpsearch: error: ...`
-    on one line and exit status 2. HYDRA_FULL_ERROR=1 shows Hydra's own report."""
-    try:
-        yield
-    except (SearchSettingsError, SearchSpaceError) as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        print(f"hpsearch: error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
 
 
 def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
@@ -164,9 +149,26 @@ def run_batches(launcher: Any, source: OptunaSource, n_jobs: int) -> None:
             raise
         for i, (ask, ret) in enumerate(zip(asks, returns, strict=True)):
             ok = ret.status is JobStatus.COMPLETED
+            if not ok:
+                _log_failure(ask.key, job_idx + i, ret, first=source.failed_now == 0)
             status = Status.COMPLETED if ok else Status.FAILED
             source.ended(ask.key, JobEnd(ret, status, None, None, job_idx + i))
         job_idx += len(returns)
+
+
+def _log_failure(trial: object, job_num: int, ret: Any, first: bool) -> None:
+    """A failed job's own error, as another launcher hands it back: its traceback the first
+    time, its last line after."""
+    error = getattr(ret, "_return_value", None)
+    if not isinstance(error, BaseException):
+        log.error("hpsearch: trial %s (job %d) failed", trial, job_num)
+        return
+    if first:
+        text = "".join(traceback.format_exception(error)).rstrip()
+        log.error("hpsearch: trial %s (job %d) failed:\n%s", trial, job_num, text)
+    else:
+        line = "".join(traceback.format_exception_only(error)).strip()
+        log.error("hpsearch: trial %s (job %d) failed: %s", trial, job_num, line)
 
 
 def write_best(study: optuna.Study, sweep_dir: Path) -> None:
