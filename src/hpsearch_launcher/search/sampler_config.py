@@ -5,7 +5,7 @@ field (hydra-optuna-sweeper 1.3.2 and the 1.4 line), so a config written for
 The `_target_`s are Hydra's too: with both plugins installed, either registration serves.
 
 Light on purpose (no Optuna): Hydra's plugin scan imports it in every Hydra process. A null
-field means "Optuna's own default" (1.4's convention).
+field means "Optuna's own default"; a field left at its default is not passed to Optuna.
 No `from __future__ import annotations`: OmegaConf reads these annotations as types.
 """
 
@@ -34,14 +34,16 @@ class GridSamplerConfig(SamplerConfig):
 class TPESamplerConfig(SamplerConfig):
     _target_: str = "optuna.samplers.TPESampler"
     seed: Optional[int] = None
-    consider_prior: Optional[bool] = None
-    prior_weight: Optional[float] = None
-    consider_magic_clip: Optional[bool] = None
-    consider_endpoints: Optional[bool] = None
+    # 1.3.2's values (Optuna's defaults), not 1.4's nulls: with hydra-optuna-sweeper 1.3 in the
+    # same environment, its sweeper may get this node, and Optuna 2.x asserts on a null.
+    consider_prior: Optional[bool] = True
+    prior_weight: Optional[float] = 1.0
+    consider_magic_clip: Optional[bool] = True
+    consider_endpoints: Optional[bool] = False
     n_startup_trials: int = 10
     n_ei_candidates: int = 24
     multivariate: bool = False
-    warn_independent_sampling: Optional[bool] = None
+    warn_independent_sampling: Optional[bool] = True
 
 
 @dataclass
