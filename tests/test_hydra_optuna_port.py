@@ -1,8 +1,9 @@
 """Hydra's own Optuna-sweeper tests (hydra repo, plugins/hydra_optuna_sweeper/tests/
 test_optuna_sweeper_plugin.py at v1.3.2 and on the 1.4 line), run against hydra/sweeper=hpsearch.
 
-Its example apps and configs are in tests/apps/hydra_optuna/, byte for byte but for the
-sweeper's name (`override hydra/sweeper: hpsearch`). Each example runs with Hydra's basic
+Its example apps and configs are in tests/apps/hydra_optuna/: the configs byte for byte but
+for the sweeper's name (`override hydra/sweeper: hpsearch`), the apps as v1.3.2 ships them (ruff
+wrote multi-objective.py's `Tuple` as `tuple`). Each example runs with Hydra's basic
 launcher and with hpsearch's. Where hpsearch differs on purpose, the test says so (and the
 README's "Coming from hydra/sweeper=optuna" lists it):
 - optimization_results.yaml's `name` is `hpsearch`, not `optuna` (it adds `study_name`);
@@ -24,6 +25,7 @@ import optuna
 import pytest
 import yaml
 from conftest import REPO, Runner
+from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from hpsearch_launcher.search.space import parse_space
@@ -329,3 +331,63 @@ def test_example_with_deprecated_search_space(
     assert "hydra.sweeper.search_space is deprecated" in done.stdout + done.stderr
     assert len(results(tmp_path)["best_params"]) == 1
     assert 0 <= results(tmp_path)["best_params"]["x"] + 5.5 <= 11
+
+
+# -- against Hydra's own sweeper (hydra-optuna-sweeper 1.3, Optuna 2.x, in its own venv) ----
+
+
+def trials_launched(out: str) -> list[str]:
+    """The trials' overrides in the order Hydra's basic launcher logs them (`#3 : x=1 y=0`)."""
+    return [line.split(" : ", 1)[1] for line in out.splitlines() if "\t#" in line]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "args", "same_trials"),
+    [
+        # The shipped configs as they are. NSGA-II's 20 trials are its first generation (50).
+        ("multi-objective.py", [], 20),
+        (
+            "multi-objective.py",
+            ["hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123"],
+            20,
+        ),
+        (
+            "custom-search-space-objective.py",
+            ["hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=123"],
+            20,
+        ),
+        # TPE: its 10 startup trials are random and the same; Optuna 4's TPE then draws
+        # otherwise than Optuna 2's.
+        ("sphere.py", [], 10),
+    ],
+)
+def test_the_same_trials_and_results_as_hydras_sweeper(
+    script: str,
+    args: list[str],
+    same_trials: int,
+    runner: Runner,
+    tmp_path: Path,
+    hydra_optuna_python: Path,  # noqa: F811
+) -> None:
+    theirs = run_example(
+        runner,
+        script,
+        f"hydra.sweep.dir={tmp_path / 'optuna'}",
+        "hydra/sweeper=optuna",
+        *args,
+        python=str(hydra_optuna_python),
+    )
+    ours = run_example(runner, script, f"hydra.sweep.dir={tmp_path / 'hpsearch'}", *args)
+    assert theirs.returncode == 0 and ours.returncode == 0, theirs.stderr + ours.stderr
+    their_trials, our_trials = trials_launched(theirs.stdout), trials_launched(ours.stdout)
+    assert len(their_trials) == len(our_trials) == 20
+    assert their_trials[:same_trials] == our_trials[:same_trials]
+    their_results = results(tmp_path / "optuna")
+    our_results = results(tmp_path / "hpsearch")
+    assert (their_results.pop("name"), our_results.pop("name")) == ("optuna", "hpsearch")
+    our_results.pop("study_name")
+    if same_trials == 20:
+        assert our_results == their_results  # best value and params, or the Pareto front
+    else:
+        assert our_results["best_value"] <= 2.27 and their_results["best_value"] <= 2.27
