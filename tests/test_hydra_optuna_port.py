@@ -37,8 +37,13 @@ LAUNCHERS = {
     "basic": ["hydra/launcher=basic"],
     "hpsearch": ["hydra/launcher=hpsearch", "hydra.launcher.n_jobs=2"],
 }
+# Slow, both: 20 trials of a Hydra app each, 10-40 s on 2 loaded cores.
 launchers = pytest.mark.parametrize(
-    "launcher", [pytest.param("basic"), pytest.param("hpsearch", marks=pytest.mark.slow)]
+    "launcher",
+    [
+        pytest.param("basic", marks=pytest.mark.slow),
+        pytest.param("hpsearch", marks=pytest.mark.slow),
+    ],
 )
 
 
@@ -199,6 +204,7 @@ def test_example_with_grid_sampler(
     assert len(study.trials) == num_trials
 
 
+@pytest.mark.slow
 def test_the_whole_grid_is_searched_once(runner: Runner, tmp_path: Path) -> None:
     """n_trials=20 over a grid of 2 x 3 x 2: capped at the grid's 12 points, each once."""
     storage = f"sqlite:///{tmp_path / 'test.db'}"
