@@ -251,7 +251,7 @@ def run_tune(work: Path) -> dict[str, float]:
 
 
 def run_search(work: Path, *extra: str) -> dict[str, float]:
-    ours = ["hydra/sweeper=hpsearch", "hydra.sweeper.seed=0", *extra]
+    ours = ["hydra/sweeper=hpsearch", "hydra.sweeper.sampler.seed=0", *extra]
     return run_hpsearch(work, args=search_args(work / "sweep", sys.executable, *ours))
 
 

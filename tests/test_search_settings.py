@@ -11,16 +11,24 @@ import pytest
 
 from hpsearch_launcher.search.algorithms import make_pruner, make_sampler
 from hpsearch_launcher.search.config import HpsearchSweeperConf, SearchSettings
+from hpsearch_launcher.search.sampler_config import SAMPLER_CONFIGS
 from hpsearch_launcher.search.settings import SearchSettingsError, parse_settings
 from hpsearch_launcher.search.study import open_storage, open_study
+
+
+def sampler(name: str, **fields: Any) -> dict[str, Any]:
+    """hydra.sweeper.sampler as Hydra composes `hydra/sweeper/sampler=<name>` with `fields`."""
+    import dataclasses
+
+    return dataclasses.asdict(SAMPLER_CONFIGS[name]()) | fields
 
 
 def test_the_hydra_config_is_the_settings_with_target_first() -> None:
     from dataclasses import fields
 
     names = [f.name for f in fields(HpsearchSweeperConf)]
-    assert names[0] == "_target_"
-    assert names[1:] == [f.name for f in fields(SearchSettings)]
+    assert names[:3] == ["_target_", "_recursive_", "defaults"]
+    assert names[3:] == [f.name for f in fields(SearchSettings)]
 
 
 @pytest.mark.parametrize(
@@ -44,10 +52,20 @@ def test_directions(given: dict[str, Any], direction: tuple[str, ...]) -> None:
         ({"max_failure_rate": 1.5}, "hydra.sweeper.max_failure_rate=1.5: must be a number in"),
         ({"direction": "up"}, "hydra.sweeper.direction='up': must be minimize or maximize"),
         ({"direction": []}, "hydra.sweeper.direction=[]: must be minimize or maximize"),
-        ({"sampler": "tpx"}, "hydra.sweeper.sampler='tpx': must be one of tpe, random, cmaes, gp"),
-        ({"sampler": "tpx"}, "(e.g. hydra.sweeper.sampler=tpe)"),
+        # hpsearch's earlier spelling: one line pointing to Hydra's
+        ({"sampler": "tpx"}, "hydra.sweeper.sampler='tpx': the sampler is a config group, as"),
+        ({"sampler": "randm"}, "choose it with hydra/sweeper/sampler=random (in YAML: - "),
+        ({"seed": 3}, "hydra.sweeper.seed: moved to hydra.sweeper.sampler.seed=123"),
+        ({"sampler_args": {}}, "hydra.sweeper.sampler_args: moved to hydra.sweeper.sampler."),
         ({"pruner": "medain"}, "(e.g. hydra.sweeper.pruner=median)"),
-        ({"seed": -1}, "hydra.sweeper.seed=-1: must be an integer >= 0"),
+        ({"sampler": sampler("tpe", seed=-1)}, "hydra.sweeper.sampler.seed=-1: must be an integer"),
+        (
+            {"sampler": sampler("motpe")},
+            "hydra/sweeper/sampler=motpe: Optuna 4 removed MOTPESampler; use "
+            "hydra/sweeper/sampler=tpe (TPESampler handles several objectives)",
+        ),
+        ({"n_jobs": 0}, "hydra.sweeper.n_jobs=0: must be an integer >= 1"),
+        ({"custom_search_space": ""}, "hydra.sweeper.custom_search_space='': must be a non-"),
         ({"pruner_args": {"n_warmup_steps": 2}}, "pruner_args={'n_warmup_steps': 2}: given, but"),
         ({"patience": -2}, "hydra.sweeper.patience=-2: must be an integer >= 0"),
         ({"min_delta": -0.1}, "hydra.sweeper.min_delta=-0.1: must be a number >= 0"),
@@ -73,22 +91,31 @@ def test_a_bad_setting_is_one_line(given: dict[str, Any], message: str) -> None:
     ("given", "kind"),
     [
         ({}, optuna.samplers.TPESampler),
-        ({"sampler": "random", "seed": 3}, optuna.samplers.RandomSampler),
-        ({"sampler": "cmaes"}, optuna.samplers.CmaEsSampler),
+        ({"sampler": sampler("random", seed=3)}, optuna.samplers.RandomSampler),
+        ({"sampler": sampler("cmaes")}, optuna.samplers.CmaEsSampler),
+        ({"sampler": sampler("nsgaii", population_size=10)}, optuna.samplers.NSGAIISampler),
+        ({"sampler": sampler("tpe", n_startup_trials=3)}, optuna.samplers.TPESampler),
+        ({"sampler": sampler("tpe", multivariate=True)}, optuna.samplers.TPESampler),
+        ({"sampler": sampler("qmc", seed=1)}, optuna.samplers.QMCSampler),
+        ({"sampler": sampler("grid")}, optuna.samplers.GridSampler),
         (
-            {"sampler": "nsgaii", "sampler_args": {"population_size": 10}},
-            optuna.samplers.NSGAIISampler,
+            {
+                "sampler": sampler(
+                    "cmaes", independent_sampler={"_target_": "optuna.samplers.RandomSampler"}
+                )
+            },
+            optuna.samplers.CmaEsSampler,
         ),
-        ({"sampler_args": {"n_startup_trials": 3}}, optuna.samplers.TPESampler),
     ],
 )
 def test_samplers(given: dict[str, Any], kind: type) -> None:
-    assert type(make_sampler(parse_settings(given))) is kind
+    assert type(make_sampler(parse_settings(given), grid={"x": [1, 2]})) is kind
 
 
 def test_a_seeded_sampler_repeats_its_choices() -> None:
     def first(seed: int) -> list[float]:
-        study = optuna.create_study(sampler=make_sampler(parse_settings({"seed": seed})))
+        settings = parse_settings({"sampler": sampler("tpe", seed=seed)})
+        study = optuna.create_study(sampler=make_sampler(settings))
         dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
         return [study.ask(dist).params["x"] for _ in range(3)]
 
@@ -103,10 +130,10 @@ def test_gp_needs_pytorch(monkeypatch: pytest.MonkeyPatch) -> None:
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
     )
     with pytest.raises(SearchSettingsError) as err:
-        make_sampler(parse_settings({"sampler": "gp"}))
+        make_sampler(parse_settings({"sampler": sampler("gp")}))
     assert str(err.value) == (
-        "hydra.sweeper.sampler='gp': Optuna's GPSampler needs the torch package, which is not "
-        "installed (pip install torch) (e.g. hydra.sweeper.sampler=tpe)"
+        "hydra/sweeper/sampler=gp: Optuna's GPSampler needs the torch package, which is not "
+        "installed (pip install torch) (e.g. hydra/sweeper/sampler=tpe)"
     )
 
 
@@ -137,9 +164,9 @@ def test_pruners(given: dict[str, Any], kind: type) -> None:
     ("given", "message"),
     [
         (
-            {"sampler_args": {"n_startup": 3}},
-            "hydra.sweeper.sampler_args={'n_startup': 3}: TPESampler (sampler=tpe) takes no "
-            "n_startup; it takes ",
+            {"sampler": sampler("random", n_startup=3)},
+            "hydra.sweeper.sampler={'n_startup': 3}: RandomSampler (hydra/sweeper/sampler=random)"
+            " takes no n_startup; it takes ",
         ),
         (
             {"pruner": "percentile"},

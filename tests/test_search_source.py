@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
@@ -29,9 +30,12 @@ from hpsearch_launcher.stream import Ask, JobEnd
 Job = Callable[[dict[str, str]], tuple[Sequence[float], Any]]  # overrides -> (reports, return)
 
 
-def source(sweep_dir: Path, *overrides: str, replay: bool = True, **settings: Any) -> OptunaSource:
+def source(
+    sweep_dir: Path, *overrides: str, replay: bool = True, seed: int = 0, **settings: Any
+) -> OptunaSource:
+    tpe = {"_target_": "optuna.samplers.TPESampler", "seed": seed}
     return open_search(
-        parse_settings({"seed": 0, **settings}),
+        parse_settings({"sampler": tpe, **settings}),
         parse_space(None, list(overrides)),
         sweep_dir,
         replay=replay,
@@ -137,9 +141,49 @@ def test_an_objective_that_is_no_number_is_warned_once(
         src.ended(ask.key, done({"acc": 1}))
     warnings = [r.getMessage() for r in caplog.records if "not a finite number" in r.getMessage()]
     assert warnings == [
-        "hpsearch: trial 0 (job 0) returned {'acc': 1}, not a finite number: told to Optuna "
-        "as failed (said once per sweep)"
+        "hpsearch: trial 0 (job 0) returned {'acc': 1}, not a finite number (anything float() "
+        "takes): told to Optuna as failed (said once per sweep)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "told"),
+    [  # as Hydra's Optuna sweeper reads a return: float(value)
+        (np.float32(0.5), 0.5),
+        (np.int64(3), 3.0),
+        (np.array(2.5), 2.5),
+        ("1.5", 1.5),
+        (True, 1.0),
+        (float("nan"), None),
+        (float("inf"), None),
+        ("abc", None),
+        (None, None),
+    ],
+)
+def test_an_objective_is_what_float_takes(tmp_path: Path, value: Any, told: float | None) -> None:
+    src = source(tmp_path, "x=interval(0,1)", n_trials=1, max_failure_rate=1.0)
+    ask = src.ask()
+    assert ask is not None
+    src.ended(ask.key, done(value))
+    (trial,) = src.study.trials
+    assert trial.value == told
+    assert trial.state.name == ("FAIL" if told is None else "COMPLETE")
+
+
+def test_several_objectives_from_an_array(tmp_path: Path) -> None:
+    src = source(tmp_path, "x=interval(0,1)", n_trials=1, direction=["maximize", "minimize"])
+    ask = src.ask()
+    assert ask is not None
+    src.ended(ask.key, done(np.array([0.25, np.float32(0.5)])))
+    assert src.study.trials[0].values == [0.25, 0.5]
+
+
+def test_n_jobs_caps_the_trials_at_once(tmp_path: Path) -> None:
+    src = source(tmp_path, "x=interval(0,1)", n_trials=5, n_jobs=2)
+    a, b = src.ask(), src.ask()
+    assert a is not None and b is not None and src.ask() is None  # 2 running: no third
+    src.ended(a.key, done(0.1))
+    assert src.ask() is not None  # a slot of the 2 freed
 
 
 def test_several_objectives(tmp_path: Path) -> None:

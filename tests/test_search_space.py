@@ -17,12 +17,14 @@ from hpsearch_launcher.search.space import GRAMMAR, SearchSpaceError, parse_spac
         ("n=int(interval(1,8))", IntDistribution(1, 8)),
         ("lr=tag(log,interval(1e-4,1e-1))", FloatDistribution(1e-4, 1e-1, log=True)),
         ("n=tag(log,int(interval(1,64)))", IntDistribution(1, 64, log=True)),
-        # range: the values Hydra's range gives, stop excluded.
-        ("x=range(0,50)", IntDistribution(0, 49)),
-        ("x=range(0,50,10)", IntDistribution(0, 40, step=10)),
+        # range: as hydra-optuna-sweeper searches it, stop included.
+        ("x=range(0,50)", IntDistribution(0, 50)),
+        ("x=range(0,50,10)", IntDistribution(0, 50, step=10)),
+        ("x=range(0,45,10)", IntDistribution(0, 40, step=10)),  # stop off the step
         ("x=range(10,0,-3)", IntDistribution(1, 10, step=3)),
-        ("x=range(0,1,0.25)", FloatDistribution(0.0, 0.75, step=0.25)),
-        ("x=range(0.1,1.0,0.1)", FloatDistribution(0.1, 0.9, step=0.1)),
+        ("x=range(0,1,0.25)", FloatDistribution(0.0, 1.0, step=0.25)),
+        ("x=range(0.1,1.0,0.1)", FloatDistribution(0.1, 1.0, step=0.1)),
+        ("x=range(-5.5,5.5,step=0.5)", FloatDistribution(-5.5, 5.5, step=0.5)),
         ("batch=choice(32,64,128)", CategoricalDistribution([32, 64, 128])),
         ("batch=32,64,128", CategoricalDistribution([32, 64, 128])),
         ("model=choice(mlp,cnn)", CategoricalDistribution(["mlp", "cnn"])),
@@ -78,7 +80,7 @@ def test_a_value_becomes_an_override_hydra_reads_back(
 @pytest.mark.parametrize(
     ("override", "cell"),
     [
-        ("x=range(0,10)", "10"),  # outside the range
+        ("x=range(0,10)", "11"),  # outside the range
         ("x=range(0,10,2)", "3"),  # not on its step
         ("x=interval(0,1)", "1.5"),
         ("x=interval(0,1)", "abc"),

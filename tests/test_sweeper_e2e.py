@@ -39,9 +39,11 @@ def best(tmp_path: Path) -> dict:
 def first_draws(seed: int, n: int) -> list[int]:
     """The x values the random sampler with `seed` draws first, as the sweep's would."""
     study = optuna.create_study(
-        sampler=make_sampler(parse_settings({"sampler": "random", "seed": seed}))
+        sampler=make_sampler(
+            parse_settings({"sampler": {"_target_": "optuna.samplers.RandomSampler", "seed": seed}})
+        )
     )
-    space = {"x": optuna.distributions.IntDistribution(0, 99)}
+    space = {"x": optuna.distributions.IntDistribution(0, 100)}  # range(0,100): 100 included
     return [int(study.ask(space).params["x"]) for _ in range(n)]
 
 
@@ -55,8 +57,8 @@ def test_a_free_slot_gets_a_new_trial_while_another_still_runs(
     args = runner.probe_sweep(
         marks,
         *SEARCH,
-        "hydra.sweeper.sampler=random",
-        f"hydra.sweeper.seed={seed}",
+        "hydra/sweeper/sampler=random",
+        f"hydra.sweeper.sampler.seed={seed}",
         "hydra.sweeper.n_trials=5",
         "hold_from=50",
         "hydra.launcher.n_jobs=2",
@@ -82,7 +84,9 @@ def test_a_free_slot_gets_a_new_trial_while_another_still_runs(
 def test_the_same_command_resumes_and_more_trials_search_further(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    args = runner.probe_sweep(marks, *SEARCH, "hydra.sweeper.seed=1", "hydra.launcher.n_jobs=2")
+    args = runner.probe_sweep(
+        marks, *SEARCH, "hydra.sweeper.sampler.seed=1", "hydra.launcher.n_jobs=2"
+    )
     done = runner.run([*args, "hydra.sweeper.n_trials=4"])
     assert done.returncode == 0, done.stdout
     assert len(starts(marks)) == 4
@@ -103,7 +107,7 @@ def test_hopeless_trials_are_pruned(runner: Runner, marks: Path, tmp_path: Path)
         runner.probe_sweep(
             marks,
             *SEARCH,
-            "hydra.sweeper.seed=2",
+            "hydra.sweeper.sampler.seed=2",
             "hydra.sweeper.n_trials=8",
             "hydra.sweeper.pruner=median",
             "+hydra.sweeper.pruner_args.n_startup_trials=2",
@@ -153,7 +157,7 @@ def test_an_interrupted_trial_runs_again_with_the_same_values(
     args = runner.probe_sweep(
         marks,
         *SEARCH,
-        "hydra.sweeper.seed=3",
+        "hydra.sweeper.sampler.seed=3",
         "hydra.sweeper.n_trials=3",
         "hydra.launcher.n_jobs=1",
     )
@@ -229,7 +233,7 @@ def test_too_many_failures_stop_the_search_exit_1(
     ("args", "message"),
     [
         (["x=interval(5,1)"], "hpsearch: error: x=interval(5,1) (on the command line): "),
-        (["x=range(0,10)", "hydra.sweeper.sampler=tpx"], "hpsearch: error: hydra.sweeper.sampler="),
+        (["x=range(0,10)", "hydra.sweeper.sampler=tpe"], "hpsearch: error: hydra.sweeper.sampler="),
         (["marks=x"], "hpsearch: error: nothing to search: "),
         (
             ["x=range(0,10)", "hydra.launcher.prune=median"],

@@ -62,5 +62,5 @@ class HpsearchLauncher(Launcher):
         is exhausted and none runs: what an asynchronous sweeper calls instead of launch()."""
         from hpsearch_launcher import launch as _core
 
-        with _core.one_line_errors():
+        with _core.one_line_errors(self):  # a job refused: the sweep dir as it was
             _core.stream(self, source, swept_keys, total)

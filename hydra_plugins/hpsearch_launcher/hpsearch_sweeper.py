@@ -17,10 +17,12 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher.search.config import HpsearchSweeperConf
+from hpsearch_launcher.search.sampler_config import store_samplers
 
 ConfigStore.instance().store(
     group="hydra/sweeper", name="hpsearch", node=HpsearchSweeperConf, provider="hpsearch"
 )
+store_samplers()  # hydra/sweeper/sampler: tpe, random, ... as Hydra's Optuna sweeper has them
 
 
 class HpsearchSweeper(Sweeper):
@@ -32,17 +34,23 @@ class HpsearchSweeper(Sweeper):
         }
         self.config: DictConfig | None = None
         self.launcher: Launcher | None = None
+        self.sweep_dir_before: Any = None  # put back on a refusal before the first trial
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
+        from hpsearch_launcher.search.refusal import sweep_dir_before
+
         self.config = config
+        self.sweep_dir_before = sweep_dir_before(config)  # before the launcher's setup looks
         self.launcher = Plugins.instance().instantiate_launcher(
             config=config, hydra_context=hydra_context, task_function=task_function
         )
 
     def sweep(self, arguments: Sequence[str]) -> None:
-        from hpsearch_launcher.search import sweeper as _core
+        from hpsearch_launcher.search.refusal import one_line_errors
 
-        with _core.one_line_errors():
+        with one_line_errors(self.sweep_dir_before):
+            from hpsearch_launcher.search import sweeper as _core  # Optuna: the search extra
+
             _core.sweep(self, arguments)

@@ -17,6 +17,8 @@ from hpsearch.errors import ConfigError, exit_with
 from hpsearch.preflight import preflight
 from hpsearch.settings_help import RESOLVER, settings_help
 from hpsearch_launcher.plan.settings import LauncherSettingsError, check_setting_key
+from hpsearch_launcher.search.refusal import SearchSettingsError
+from hpsearch_launcher.search.settings import check_setting_key as check_sweeper_key
 
 # hpsearch/conf: the package's copy of the repository's conf/ in a wheel; in a checkout or an
 # editable install, a symlink to conf/ itself.
@@ -112,6 +114,19 @@ def check_launcher_keys(args: list[str]) -> None:
             check_setting_key(override.key_or_group.removeprefix(LAUNCHER_PREFIX))
 
 
+SWEEPER_PREFIX = "hydra.sweeper."
+
+
+def check_sweeper_keys(args: list[str]) -> None:
+    """As check_launcher_keys, for `hydra.sweeper.<key>` with hpsearch's sweeper: one line
+    with the nearest setting, before Hydra's six, and before any sweep dir is made."""
+    if _plain_overrides(args).get("hydra/sweeper") != "hpsearch":
+        return
+    for override in _overrides(args):
+        if override.key_or_group.startswith(SWEEPER_PREFIX):
+            check_sweeper_key(override.key_or_group.removeprefix(SWEEPER_PREFIX))
+
+
 OPTUNA_DIRECTION = {"max": "maximize", "min": "minimize"}
 
 
@@ -161,7 +176,8 @@ def main() -> None:
         try:
             check_group_choices(args, Path(CONFIG_DIR))
             check_launcher_keys(args)
+            check_sweeper_keys(args)
             sys.argv[1:] = optuna_direction(args, Path(CONFIG_DIR))
-        except (ConfigError, LauncherSettingsError) as err:
+        except (ConfigError, LauncherSettingsError, SearchSettingsError) as err:
             exit_with(err)
     _hydra_main()

@@ -103,14 +103,24 @@ class LauncherSettings:
 
 
 def hydra_config_class(
-    settings: type, name: str, target: str | None = None, nested: dict[type, type] | None = None
+    settings: type,
+    name: str,
+    target: str | None = None,
+    nested: dict[type, type] | None = None,
+    defaults: list[Any] | None = None,
 ) -> type:
     """A plain (mutable) dataclass with `settings`' fields, types and defaults, `_target_`
     first: what Hydra's ConfigStore and OmegaConf need. `nested` maps a settings class used as
-    a field's type to its config class."""
+    a field's type to its config class. With `defaults` (Hydra's defaults list for the node,
+    its groups' nodes carrying `_target_`s of their own), instantiating the node leaves those
+    nodes as configs (`_recursive_: false`): the plugin checks and makes them itself."""
     fields: list[tuple[str, Any, Any]] = []
     if target is not None:
         fields.append(("_target_", str, field(default=target)))
+    if defaults is not None:
+        fields.append(("_recursive_", bool, field(default=False)))
+    if defaults is not None:
+        fields.append(("defaults", list[Any], field(default_factory=lambda: list(defaults))))
     for f in dataclasses.fields(settings):
         declared: Any = f.type
         kind = (nested or {}).get(declared, declared)

@@ -52,6 +52,12 @@ class SweepDirBefore:
         return _REMEMBERED.pop(path.resolve(), None) or cls._see(config)
 
     @classmethod
+    def peek(cls, config: DictConfig) -> SweepDirBefore:
+        """As look(), leaving what was remembered for the launcher's own look()."""
+        path = Path(str(config.hydra.sweep.dir))
+        return _REMEMBERED.get(path.resolve()) or cls._see(config)
+
+    @classmethod
     def _see(cls, config: DictConfig) -> SweepDirBefore:
         path = Path(str(config.hydra.sweep.dir))
         made = dirs_to_make(path, "hydra.sweep.dir")

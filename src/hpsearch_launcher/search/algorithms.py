@@ -11,7 +11,7 @@ from typing import Any
 import optuna
 
 from .config import SearchSettings
-from .settings import fail
+from .settings import SamplerChoice, SearchSettingsError, fail
 
 # name -> (Optuna's class name, a package it needs beyond Optuna, if any)
 SAMPLER_CLASSES = {
@@ -20,6 +20,8 @@ SAMPLER_CLASSES = {
     "cmaes": ("CmaEsSampler", "cmaes"),
     "gp": ("GPSampler", "torch"),  # Optuna >= 3.6; its Gaussian process runs on PyTorch
     "nsgaii": ("NSGAIISampler", None),
+    "grid": ("GridSampler", None),
+    "qmc": ("QMCSampler", "scipy"),
 }
 PRUNER_CLASSES = {
     "median": "MedianPruner",
@@ -30,32 +32,44 @@ PRUNER_CLASSES = {
 }
 
 
-def make_sampler(settings: SearchSettings, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
-    """The sampler, seeded with `seed + seed_offset` when the settings give a seed."""
-    class_name, needs = SAMPLER_CLASSES[settings.sampler]
+def make_sampler(
+    settings: SearchSettings, grid: Mapping[str, list[Any]] | None = None, seed_offset: int = 0
+) -> optuna.samplers.BaseSampler:
+    """The sampler, seeded with `seed + seed_offset` when the settings give a seed; the grid
+    sampler searches `grid` (the search space's values)."""
+    choice: SamplerChoice = settings.sampler
+    chosen = f"hydra/sweeper/sampler={choice.name}"
+    class_name, needs = SAMPLER_CLASSES[choice.name]
     cls = getattr(optuna.samplers, class_name, None)
     if cls is None:
-        raise fail(
-            "sampler",
-            settings.sampler,
-            f"Optuna {optuna.__version__} has no {class_name}",
-            "sampler=tpe",
-        )
+        raise _refused(chosen, f"Optuna {optuna.__version__} has no {class_name}")
     if needs and importlib.util.find_spec(needs) is None:
-        raise fail(
-            "sampler",
-            settings.sampler,
+        raise _refused(
+            chosen,
             f"Optuna's {class_name} needs the {needs} package, which is not installed "
             f"(pip install {needs})",
-            "sampler=tpe",
         )
-    return _make(
-        cls,
-        settings.sampler_args,
-        "sampler_args",
-        f"sampler={settings.sampler}",
-        {"seed": None if settings.seed is None else settings.seed + seed_offset},
-    )
+    settled: dict[str, Any] = {}
+    if choice.name == "grid":
+        settled["search_space"] = dict(grid or {})
+    if choice.seed is not None:
+        settled["seed"] = choice.seed + seed_offset
+    args = {k: _instantiated(v) for k, v in choice.args.items()}
+    return _make(cls, args, "sampler", chosen, settled)
+
+
+def _refused(chosen: str, rule: str) -> SearchSettingsError:
+    return SearchSettingsError(f"{chosen}: {rule} (e.g. hydra/sweeper/sampler=tpe)")
+
+
+def _instantiated(value: Any) -> Any:
+    """A field given as a config with `_target_` (independent_sampler: {_target_: ...}) is
+    made, as Hydra's instantiate makes it."""
+    if isinstance(value, Mapping) and "_target_" in value:
+        from hydra.utils import instantiate
+
+        return instantiate(dict(value))
+    return value
 
 
 def make_pruner(settings: SearchSettings) -> optuna.pruners.BasePruner:
@@ -71,6 +85,14 @@ def make_pruner(settings: SearchSettings) -> optuna.pruners.BasePruner:
     )
 
 
+def _accepted(cls: Callable[..., Any]) -> list[str]:
+    return [
+        p.name
+        for p in inspect.signature(cls).parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
 def _make(
     cls: Callable[..., Any],
     args: Mapping[str, Any],
@@ -79,11 +101,7 @@ def _make(
     settled: Mapping[str, Any] | None = None,
 ) -> Any:
     """cls(**settled, **args); `args` are the user's `key` setting, named in any error."""
-    accepted = [
-        p.name
-        for p in inspect.signature(cls).parameters.values()
-        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    accepted = _accepted(cls)
     unknown = [k for k in args if k not in accepted]
     if unknown:
         raise fail(

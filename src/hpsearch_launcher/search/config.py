@@ -9,7 +9,10 @@ No `from __future__ import annotations`: OmegaConf reads these annotations as ty
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from omegaconf import MISSING
+
 from ..config import hydra_config_class
+from .sampler_config import DEFAULT_SAMPLER
 
 TARGET = "hydra_plugins.hpsearch_launcher.hpsearch_sweeper.HpsearchSweeper"
 
@@ -25,12 +28,10 @@ class SearchSettings:
     timeout: Optional[float] = None  # noqa: UP045
     # minimize or maximize (or min, max); a list of them for several objectives.
     direction: Any = "minimize"
-    # How trials are chosen: tpe, random, cmaes, gp (needs PyTorch) or nsgaii.
-    sampler: str = "tpe"
-    # The sampler's seed (null: a fresh one each run); a resumed run adds the trials so far.
-    seed: Optional[int] = None  # noqa: UP045
-    # More keyword arguments for the sampler, e.g. {n_startup_trials: 5}.
-    sampler_args: dict[str, Any] = field(default_factory=dict)
+    # How trials are chosen: the `hydra/sweeper/sampler` group's node (tpe, random, cmaes,
+    # nsgaii, grid, gp, qmc: Hydra's Optuna sweeper's), e.g. hydra.sweeper.sampler.seed=123.
+    # MISSING, not null: merged after the group's node, it must not replace it.
+    sampler: Any = MISSING
     # Which trials end early: none, median, percentile, successive_halving, hyperband, threshold.
     pruner: str = "none"
     # Keyword arguments for the pruner, e.g. {n_warmup_steps: 2} ({percentile: 25} is required).
@@ -47,9 +48,20 @@ class SearchSettings:
     # The search stops, and the sweep fails, once failures pass this fraction of this run's
     # trials (0.0: the first failure).
     max_failure_rate: float = 0.0
-    # Trials per batch with a launcher other than hpsearch's (which starts one per free slot).
-    n_jobs: int = 2
+    # Trials at once: a batch of launch() with another launcher; with hpsearch's, a cap on
+    # the trials running (null: as many as the launcher has slots).
+    n_jobs: Optional[int] = None  # noqa: UP045
+    # Called on each asked trial as f(cfg, trial) to suggest more values (a dotted path, as
+    # Hydra's Optuna sweeper's custom_search_space); each `trial.suggest_*(name)` is `name=value`.
+    custom_search_space: Optional[str] = None  # noqa: UP045
+    # hydra-optuna-sweeper 1.1's search space, key -> {type, low, high, step, log, choices}:
+    # deprecated there since 1.2 and here; read, with a warning, when `params` is not given.
+    search_space: Optional[dict[str, Any]] = None  # noqa: UP045
 
 
-HpsearchSweeperConf = hydra_config_class(SearchSettings, "HpsearchSweeperConf", TARGET)
+# Hydra's defaults list: the sampler is a config group, as in Hydra's Optuna sweeper.
+SWEEPER_DEFAULTS = [{"sampler": DEFAULT_SAMPLER}]
+HpsearchSweeperConf = hydra_config_class(
+    SearchSettings, "HpsearchSweeperConf", TARGET, defaults=SWEEPER_DEFAULTS
+)
 HpsearchSweeperConf.__module__ = __name__  # importable by name here: Hydra's state is pickled

@@ -23,6 +23,9 @@ from .space import SearchSpace
 
 log = logging.getLogger("hpsearch.sweeper")
 
+# custom_search_space's function, bound to the sweep's config: suggests more values on a trial.
+Extend = Callable[[optuna.trial.Trial], object]
+
 
 class OptunaSource:
     """Trials of `study` over `space` until `n_trials` have ended in all (`ended_before` of
@@ -44,6 +47,8 @@ class OptunaSource:
         self.ended_before = ended_before
         self.planned = max(0, settings.n_trials - ended_before)  # this run's share of n_trials
         self.max_failure_rate = settings.max_failure_rate
+        self.n_jobs = settings.n_jobs  # trials running at once at most (None: no cap)
+        self.extend: Extend | None = None
         self.clock = clock
         self.deadline = None if settings.timeout is None else clock() + settings.timeout
         self.timeout = settings.timeout
@@ -60,12 +65,20 @@ class OptunaSource:
     def ask(self) -> Ask | None:
         if self.exhausted() or self.ended_total + len(self.running) >= self.n_trials:
             return None
+        if self.n_jobs is not None and len(self.running) >= self.n_jobs:
+            return None
         trial = self.study.ask(self.distributions)
         trial.set_user_attr(OWNER, self.owner)
         self.running[trial.number] = trial
         self.reported[trial.number] = set()
         values = {name: trial.params[name] for name in self.space.params}
-        return Ask(trial.number, self.space.overrides(values))
+        overrides = self.space.overrides(values)
+        if self.extend is not None:  # define-by-run: its suggestions become overrides
+            self.extend(trial)
+            overrides += tuple(
+                f"{name}={value}" for name, value in trial.params.items() if name not in values
+            )
+        return Ask(trial.number, overrides)
 
     def exhausted(self) -> bool:
         if self.deadline is not None and not self.timed_out and self.clock() >= self.deadline:
@@ -142,7 +155,14 @@ class OptunaSource:
         """More of this run's trials failed than max_failure_rate allows of them all."""
         return self.failed_now > self.max_failure_rate * self.planned
 
+    @property
+    def none_completed(self) -> bool:
+        """Every trial this run ended failed (none completed, none was pruned or resumed)."""
+        return self.ended_now > 0 and self.failed_now == self.ended_now
+
     def failure_line(self) -> str:
+        if not self.failed_too_often:
+            return f"all {self.failed_now} of this run's trials failed"
         return (
             f"{self.failed_now} of this run's {self.planned} trials failed, more than "
             f"max_failure_rate={self.max_failure_rate} allows: the search stopped"
@@ -154,7 +174,13 @@ class OptunaSource:
 
     def _tell(self, trial: optuna.trial.Trial, **how: object) -> None:
         # skip_if_finished: a sweep sharing the study may have failed it already.
-        self.study.tell(trial, skip_if_finished=True, **how)  # type: ignore[arg-type]
+        try:
+            self.study.tell(trial, skip_if_finished=True, **how)  # type: ignore[arg-type]
+        except RuntimeError as err:
+            # The grid sampler stops its study once the grid is searched: outside optimize()
+            # that is this error, after the trial is told (n_trials is the grid's size anyway).
+            if "Study.stop" not in str(err):
+                raise
 
     def _best(self, number: int, job_num: int) -> None:
         if self.n_objectives == 1 and self.study.best_trial.number == number:

@@ -5,19 +5,28 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from hydra.errors import CompactHydraException
+from omegaconf import MISSING
 
 from .config import SearchSettings
+from .refusal import SearchSettingsError
+from .sampler_config import DEFAULT_SAMPLER, SAMPLER_CONFIGS
 
-SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii")
+SAMPLERS = tuple(SAMPLER_CONFIGS)
+# A sampler config's `_target_` -> its name in the group (hydra-optuna-sweeper 1.4 names motpe's
+# target after the function that refuses it).
+SAMPLER_TARGETS = {c._target_: name for name, c in SAMPLER_CONFIGS.items()} | {
+    "hydra_plugins.hydra_optuna_sweeper.config.raise_motpe_removed": "motpe"
+}
+# Settings of earlier hpsearch versions, and where they went.
+MOVED = {
+    "seed": "hydra.sweeper.sampler.seed=123",
+    "sampler_args": "hydra.sweeper.sampler.n_startup_trials=5 (the sampler's own fields)",
+}
 PRUNERS = ("none", "median", "percentile", "successive_halving", "hyperband", "threshold")
 DIRECTIONS = {"minimize": "minimize", "maximize": "maximize", "min": "minimize", "max": "maximize"}
-
-
-class SearchSettingsError(CompactHydraException):
-    """A bad hydra.sweeper.* value: the message names the value, the rule and the fix."""
 
 
 def fail(key: str, value: Any, rule: str, example: str = "") -> SearchSettingsError:
@@ -32,17 +41,11 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
     direction comes back as a tuple of minimize/maximize, one per objective."""
     known = dataclasses.asdict(SearchSettings())
     for key in given:
-        if key not in known:
-            near = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = (
-                f"did you mean hydra.sweeper.{near[0]}?"
-                if near
-                else f"settings: {', '.join(known)}"
-            )
-            raise SearchSettingsError(f"hydra.sweeper.{key}: no such setting; {hint}")
+        check_setting_key(str(key))
     s = SearchSettings(**(known | dict(given)))
     _integer("n_trials", s.n_trials, 1, "n_trials=20")
-    _integer("n_jobs", s.n_jobs, 1, "n_jobs=4")
+    if s.n_jobs is not None:
+        _integer("n_jobs", s.n_jobs, 1, "n_jobs=4")
     if s.timeout is not None and not (_is_number(s.timeout) and s.timeout > 0):
         raise fail("timeout", s.timeout, "must be a number of seconds > 0, or null", "timeout=3600")
     if not (_is_number(s.max_failure_rate) and 0 <= s.max_failure_rate <= 1):
@@ -53,15 +56,12 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
             "max_failure_rate=0.2",
         )
     directions = _directions(s.direction)
-    _choose("sampler", s.sampler, SAMPLERS)
+    sampler = _sampler(s.sampler)
     _choose("pruner", s.pruner, PRUNERS)
-    if s.seed is not None:
-        _integer("seed", s.seed, 0, "seed=0")
-    for key in ("sampler_args", "pruner_args"):
-        if not isinstance(getattr(s, key), Mapping):
-            raise fail(
-                key, getattr(s, key), "must be a mapping of keyword arguments", f"{key}={{}}"
-            )
+    if not isinstance(s.pruner_args, Mapping):
+        raise fail(
+            "pruner_args", s.pruner_args, "must be a mapping of keyword arguments", "pruner_args={}"
+        )
     if s.pruner_args and s.pruner == "none":
         raise fail("pruner_args", s.pruner_args, "given, but pruner=none", "pruner=median")
     if s.patience is not None:
@@ -75,11 +75,85 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
             f"Optuna prunes single-objective searches only, and this one has {len(directions)}",
             "pruner=none",
         )
-    for key in ("storage", "study_name"):
+    for key in ("storage", "study_name", "custom_search_space"):
         value = getattr(s, key)
         if value is not None and not (isinstance(value, str) and value.strip()):
             raise fail(key, value, "must be a non-empty string, or null", f"{key}=null")
-    return dataclasses.replace(s, direction=directions)
+    if s.search_space is not None and not isinstance(s.search_space, Mapping):
+        raise fail("search_space", s.search_space, "must be a mapping, or null", "params={}")
+    return dataclasses.replace(s, direction=directions, sampler=sampler)
+
+
+@dataclass(frozen=True)
+class SamplerChoice:
+    """The sampler the settings choose: its name in `hydra/sweeper/sampler`, its seed, and the
+    fields set to other values than their defaults (a null field is Optuna's own default)."""
+
+    name: str
+    args: Mapping[str, Any]
+    seed: int | None
+
+
+def check_setting_key(path: str) -> None:
+    """Refuse `hydra.sweeper.<path>` (a dotted key, as a command line names it) if it names no
+    setting, with the nearest one; a sampler's field, if no sampler config has it."""
+    head, _, rest = path.partition(".")
+    known = [f.name for f in dataclasses.fields(SearchSettings)]
+    if head in MOVED:
+        raise SearchSettingsError(f"hydra.sweeper.{head}: moved to {MOVED[head]}")
+    if head not in [*known, "_target_", "_recursive_"]:
+        _no_such(path, head, known, "")
+    field_name = rest.partition(".")[0]
+    if head == "sampler" and field_name:
+        fields = sorted({f.name for c in SAMPLER_CONFIGS.values() for f in dataclasses.fields(c)})
+        if field_name not in fields:
+            _no_such(path, field_name, fields, "sampler.")
+
+
+def _no_such(path: str, key: str, known: list[str], prefix: str) -> None:
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean hydra.sweeper.{prefix}{near[0]}?" if near else f"{', '.join(known)}"
+    raise SearchSettingsError(f"hydra.sweeper.{path}: no such setting; {hint}")
+
+
+def _sampler(node: Any) -> SamplerChoice:
+    """The `hydra/sweeper/sampler` node (MISSING: the default, tpe) as a SamplerChoice."""
+    if node == MISSING:
+        return SamplerChoice(DEFAULT_SAMPLER, {}, None)
+    if not isinstance(node, Mapping):
+        near = difflib.get_close_matches(str(node), SAMPLERS, n=1)
+        raise fail(
+            "sampler",
+            node,
+            "the sampler is a config group, as in Hydra's Optuna sweeper: choose it with "
+            f"hydra/sweeper/sampler={(near or [DEFAULT_SAMPLER])[0]} (in YAML: "
+            f"- override hydra/sweeper/sampler: {(near or [DEFAULT_SAMPLER])[0]}); "
+            f"one of {', '.join(n for n in SAMPLERS if n != 'motpe')}",
+        )
+    name = SAMPLER_TARGETS.get(str(node.get("_target_")))
+    if name is None:
+        raise fail(
+            "sampler._target_",
+            node.get("_target_"),
+            f"not one of the samplers of hydra/sweeper/sampler ({', '.join(SAMPLERS)})",
+        )
+    if name == "motpe":
+        raise SearchSettingsError(
+            "hydra/sweeper/sampler=motpe: Optuna 4 removed MOTPESampler; use "
+            "hydra/sweeper/sampler=tpe (TPESampler handles several objectives)"
+        )
+    # Only the fields set otherwise than Hydra's defaults (Optuna's own, bar a deprecation
+    # warning for passing some of them at all).
+    declared = {f.name: f.default for f in dataclasses.fields(SAMPLER_CONFIGS[name])}
+    args = {
+        k: v
+        for k, v in node.items()
+        if not k.startswith("_") and v is not None and (k not in declared or v != declared[k])
+    }
+    seed = args.pop("seed", None)
+    if seed is not None:
+        _integer("sampler.seed", seed, 0, "sampler.seed=0")
+    return SamplerChoice(name, args, seed)
 
 
 def _is_number(value: Any) -> bool:

@@ -4,7 +4,8 @@ cell as a trial's value.
 
     interval(low,high)              a float in [low, high]  (int(interval(1,8)): an int)
     tag(log,interval(low,high))     the same, sampled on a log scale
-    range(start,stop[,step])        the values Hydra's range gives (stop excluded, as in Python)
+    range(start,stop[,step])        start, start+step, ... up to stop, stop included (as
+                                    hydra-optuna-sweeper; shuffle(range(...)): Hydra's values)
     choice(a,b,...), a,b,...        one of these (a config group's options: model=choice(mlp,cnn))
     anything else                   a fixed value, every trial's
 """
@@ -25,7 +26,7 @@ from hydra.core.override_parser.types import (
     RangeSweep,
     Transformer,
 )
-from hydra.errors import CompactHydraException, HydraException
+from hydra.errors import HydraException
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -33,14 +34,12 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from .refusal import SearchSpaceError
+
 GRAMMAR = (
     "interval(low,high), int(interval(low,high)), tag(log,interval(low,high)), "
     "range(start,stop[,step]), choice(a,b,...), or a fixed value"
 )
-
-
-class SearchSpaceError(CompactHydraException):
-    """A search space this sweeper cannot read: the message names the value and the grammar."""
 
 
 @dataclass(frozen=True)
@@ -136,22 +135,25 @@ def _distribution(override: Override) -> tuple[BaseDistribution, tuple[str, ...]
 
 
 def _range(value: RangeSweep) -> BaseDistribution:
-    """A distribution over exactly the values Hydra's range(start, stop, step) gives."""
+    """range(start, stop, step) as hydra-optuna-sweeper searches it: start, start + step, ...
+    up to stop, stop included (Optuna's IntDistribution/FloatDistribution(start, stop, step))."""
     start, stop, step = value.start, value.stop, value.step
     assert start is not None and stop is not None and step is not None
+    if not step:
+        raise ValueError(f"range({start},{stop},{step}): the step must not be 0")
     if all(isinstance(v, int) for v in (start, stop, step)):
-        values = range(int(start), int(stop), int(step))
-        if not values:
+        first, count = int(start), (int(stop) - int(start)) // int(step) + 1
+        if count <= 0:
             raise ValueError(f"range({start},{stop},{step}) holds no value")
-        low, high = min(values[0], values[-1]), max(values[0], values[-1])
-        return IntDistribution(low, high, step=abs(values.step))
-    # As Hydra counts a float range: in exact decimals, so the last value is the one it gives.
-    start_d, stop_d, step_d = (decimal.Decimal(float(v)) for v in (start, stop, step))
-    n = max(0, math.ceil((stop_d - start_d) / step_d)) if step_d else 0
-    if n == 0:
+        end = first + (count - 1) * int(step)
+        return IntDistribution(min(first, end), max(first, end), step=abs(int(step)))
+    # In decimals as written, so range(0,1,0.1) holds 1.0 as Optuna's FloatDistribution does.
+    start_d, stop_d, step_d = (decimal.Decimal(repr(float(v))) for v in (start, stop, step))
+    n = math.floor((stop_d - start_d) / step_d) + 1
+    if n <= 0:
         raise ValueError(f"range({start},{stop},{step}) holds no value")
-    first, last = float(start_d), float(start_d + (n - 1) * step_d)
-    return FloatDistribution(min(first, last), max(first, last), step=abs(float(step_d)))
+    low, high = float(start_d), float(start_d + (n - 1) * step_d)
+    return FloatDistribution(min(low, high), max(low, high), step=abs(float(step_d)))
 
 
 def _categorical(options: list[Any]) -> tuple[BaseDistribution, tuple[str, ...]]:
@@ -162,6 +164,30 @@ def _categorical(options: list[Any]) -> tuple[BaseDistribution, tuple[str, ...]]
     if twice is not None:
         raise ValueError(f"{Transformer.str(twice)} is given twice")
     return CategoricalDistribution(choices), tuple(Transformer.str(o) for o in options)
+
+
+def grid_of(space: SearchSpace) -> dict[str, list[Any]]:
+    """The grid sampler's grid: every value of each parameter (Hydra's Optuna sweeper, too,
+    takes the grid from the search space)."""
+    return {name: _values(name, p.distribution) for name, p in space.params.items()}
+
+
+def _values(name: str, dist: BaseDistribution) -> list[Any]:
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    if isinstance(dist, IntDistribution) and not dist.log:
+        return list(range(dist.low, dist.high + 1, dist.step))
+    if isinstance(dist, FloatDistribution) and dist.step is not None:
+        n = round((dist.high - dist.low) / dist.step)
+        return [
+            float(decimal.Decimal(repr(dist.low)) + i * decimal.Decimal(repr(dist.step)))
+            for i in range(n + 1)
+        ]
+    raise SearchSpaceError(
+        f"{name}: hydra/sweeper/sampler=grid needs a finite set of values, and this one is "
+        "continuous; give range(a,b,step) or choice(a,b,...) (e.g. "
+        f"'{name}=range(0,1,0.25)')"
+    )
 
 
 def _error(where: str, text: str, problem: str) -> SearchSpaceError:

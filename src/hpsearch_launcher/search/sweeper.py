@@ -7,16 +7,17 @@ trials (one per free slot), any other launcher runs them in batches of `n_jobs`.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import logging
-import os
-import sys
-from collections.abc import Iterator, Sequence
+import math
+import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
 from hydra.core.utils import JobStatus
+from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from ..outcome import Status
@@ -25,39 +26,38 @@ from ..record.table import FILENAME, ResultsTable
 from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
+from .deprecated import params_of_search_space
 from .history import ended_count, recover_storage, replay_results
-from .optuna_source import OptunaSource
+from .optuna_source import Extend, OptunaSource
 from .settings import SearchSettingsError, parse_settings
-from .space import SearchSpace, SearchSpaceError, parse_space
+from .space import SearchSpace, SearchSpaceError, grid_of, parse_space
 from .study import open_storage, open_study
 
 log = logging.getLogger("hpsearch.sweeper")
 
+DEFAULT_BATCH = 2  # trials per launch() with another launcher, n_jobs unset: Hydra's default
 RESULTS_YAML = "optimization_results.yaml"  # the best trial, as Hydra's Optuna sweeper writes it
-
-
-@contextlib.contextmanager
-def one_line_errors() -> Iterator[None]:
-    """A bad setting or search space, found before any trial starts: `hpsearch: error: ...`
-    on one line and exit status 2. HYDRA_FULL_ERROR=1 shows Hydra's own report."""
-    try:
-        yield
-    except (SearchSettingsError, SearchSpaceError) as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        print(f"hpsearch: error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
 
 
 def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     config = sweeper.config
     settings = parse_settings(sweeper.params)
-    space = parse_space(settings.params, arguments)
-    if not space.params:
+    params = settings.params
+    if params is None and settings.search_space is not None:
+        params = params_of_search_space(settings.search_space)
+    space = parse_space(params, arguments)
+    if not space.params and settings.custom_search_space is None:
         raise SearchSpaceError(
             "nothing to search: give a searched value on the command line or in "
             "hydra.sweeper.params (e.g. 'lr=tag(log,interval(1e-4,1e-1))' 'batch=choice(32,64)')"
         )
+    grid = grid_of(space) if settings.sampler.name == "grid" else None
+    if grid is not None:
+        size = math.prod(len(v) for v in grid.values())
+        if size < settings.n_trials:
+            log.info("hpsearch: n_trials=%d is the grid's size", size)
+            settings = dataclasses.replace(settings, n_trials=size)
+    extend = custom_search_space(settings.custom_search_space, config)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the launcher reports each trial
     sweep_dir = Path(str(config.hydra.sweep.dir))
     streams = hasattr(sweeper.launcher, "stream")
@@ -70,20 +70,40 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
         )
     # Only the hpsearch launcher keeps results.csv (and reads it back unless told not to).
     replay = streams and OmegaConf.select(config, "hydra.launcher.resume", default=True)
-    source = open_search(settings, space, sweep_dir, replay=bool(replay))
+    source = open_search(settings, space, sweep_dir, replay=bool(replay), grid=grid)
+    source.extend = extend
     study = source.study
     _log_plan(study, settings, source)
     if streams:
         sweeper.launcher.stream(source, list(space.params), total=source.planned)
     else:
-        run_batches(sweeper.launcher, source, settings.n_jobs)
+        run_batches(sweeper.launcher, source, settings.n_jobs or DEFAULT_BATCH)
     write_best(study, sweep_dir)
-    if source.failed_too_often:
+    if source.failed_too_often or source.none_completed:
         _fail(config, sweep_dir, source.failure_line())
 
 
+def custom_search_space(path: str | None, config: Any) -> Extend | None:
+    """`custom_search_space`'s function, f(cfg, trial), bound to the sweep's config."""
+    if path is None:
+        return None
+    try:
+        function = get_method(path)
+    except Exception as err:  # Hydra's own: the module or the name is not found
+        first = str(err).strip().splitlines()[0]
+        raise SearchSettingsError(
+            f"hydra.sweeper.custom_search_space={path!r}: {first} (a dotted path to a function "
+            "f(cfg, trial), e.g. my_module.configure)"
+        ) from None
+    return lambda trial: function(config, trial)
+
+
 def open_search(
-    settings: SearchSettings, space: SearchSpace, sweep_dir: Path, replay: bool
+    settings: SearchSettings,
+    space: SearchSpace,
+    sweep_dir: Path,
+    replay: bool,
+    grid: dict[str, list[Any]] | None = None,
 ) -> OptunaSource:
     """The study, made or loaded, told what earlier runs of the sweep did, as a JobSource:
     a storage holds its own record; an in-memory study is told results.csv (`replay`)."""
@@ -91,7 +111,7 @@ def open_search(
     study = open_study(
         settings,
         storage,
-        make_sampler(settings),
+        make_sampler(settings, grid),
         make_pruner(settings),
         str(sweep_dir.resolve()),
     )
@@ -99,10 +119,10 @@ def open_search(
         recover_storage(study, storage)
     elif replay:
         replay_results(study, space, sweep_dir)
-    if settings.seed is not None and study.trials:
+    if settings.sampler.seed is not None and study.trials:
         # The same seed again would draw the earlier run's first choices again (configs that
         # are then resumed, not searched): a resumed run's seed counts the trials so far.
-        study.sampler = make_sampler(settings, seed_offset=len(study.trials))
+        study.sampler = make_sampler(settings, grid, seed_offset=len(study.trials))
     return OptunaSource(study, space, settings, ended_count(study))
 
 
@@ -129,9 +149,26 @@ def run_batches(launcher: Any, source: OptunaSource, n_jobs: int) -> None:
             raise
         for i, (ask, ret) in enumerate(zip(asks, returns, strict=True)):
             ok = ret.status is JobStatus.COMPLETED
+            if not ok:
+                _log_failure(ask.key, job_idx + i, ret, first=source.failed_now == 0)
             status = Status.COMPLETED if ok else Status.FAILED
             source.ended(ask.key, JobEnd(ret, status, None, None, job_idx + i))
         job_idx += len(returns)
+
+
+def _log_failure(trial: object, job_num: int, ret: Any, first: bool) -> None:
+    """A failed job's own error, as another launcher hands it back: its traceback the first
+    time, its last line after."""
+    error = getattr(ret, "_return_value", None)
+    if not isinstance(error, BaseException):
+        log.error("hpsearch: trial %s (job %d) failed", trial, job_num)
+        return
+    if first:
+        text = "".join(traceback.format_exception(error)).rstrip()
+        log.error("hpsearch: trial %s (job %d) failed:\n%s", trial, job_num, text)
+    else:
+        line = "".join(traceback.format_exception_only(error)).strip()
+        log.error("hpsearch: trial %s (job %d) failed: %s", trial, job_num, line)
 
 
 def write_best(study: optuna.Study, sweep_dir: Path) -> None:

@@ -1,0 +1,67 @@
+"""A search refused before its first trial: one line, exit status 2, and the sweep dir as it
+was (what the summary callback or the sweeper made for it goes).
+
+Light on purpose (no Optuna): it also says, in one line, that Optuna is not installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from hydra.errors import CompactHydraException
+
+from ..sweep_dir import SweepDirBefore
+
+# What the search needs beyond hpsearch's launcher: the `search` extra.
+MISSING_OPTUNA = (
+    "hydra/sweeper=hpsearch needs Optuna, which is not installed here: install the search "
+    'extra (pip install -e ".[search]" in a checkout, pip install "hpsearch[search]" otherwise)'
+)
+SEARCH_PACKAGES = ("optuna", "cmaes")
+
+
+class SearchSettingsError(CompactHydraException):
+    """A bad hydra.sweeper.* value: the message names the value, the rule and the fix."""
+
+
+class SearchSpaceError(CompactHydraException):
+    """A search space this sweeper cannot read: the message names the value and the grammar."""
+
+
+@contextlib.contextmanager
+def one_line_errors(before: SweepDirBefore | None) -> Iterator[None]:
+    """A bad setting or search space, or no Optuna, found before any trial starts:
+    `hpsearch: error: ...` on one line and exit status 2, the sweep dir put back as `before`
+    saw it. HYDRA_FULL_ERROR=1 shows Hydra's own report."""
+    try:
+        yield
+    except ModuleNotFoundError as err:
+        if err.name not in SEARCH_PACKAGES:
+            raise
+        _refuse(MISSING_OPTUNA, before, err)
+    except (SearchSettingsError, SearchSpaceError) as err:
+        _refuse(str(err), before, err)
+
+
+def sweep_dir_before(config: Any) -> SweepDirBefore | None:
+    """How the sweep dir was before the sweep (None if it cannot be made: the launcher or
+    Hydra says so in its own words)."""
+    from ..output_dir import OutputDirError
+
+    try:
+        return SweepDirBefore.peek(config)
+    except OutputDirError:
+        return None
+
+
+def _refuse(line: str, before: SweepDirBefore | None, err: BaseException) -> None:
+    if before is not None:
+        before.restore()
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise err
+    print(f"hpsearch: error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(2) from None
