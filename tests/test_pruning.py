@@ -12,10 +12,13 @@ import pytest
 from conftest import Runner
 
 from hpsearch_launcher import channel, report, should_stop
+from hpsearch_launcher.batch import BatchSource
 from hpsearch_launcher.contract import REPORTS, STOP_FILE
+from hpsearch_launcher.outcome import Status
 from hpsearch_launcher.plan.pruning import MedianRule
 from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
 from hpsearch_launcher.record.reports import ReportReader
+from hpsearch_launcher.stream import JobEnd
 
 
 @pytest.mark.parametrize(
@@ -45,6 +48,19 @@ def test_the_median_rule_waits_for_the_warmup() -> None:
     rule.complete({0: 1.0, 1: 1.0, 2: 1.0})
     assert not rule.hopeless({0: 0.0, 1: 0.0}, 1)
     assert rule.hopeless({0: 0.0, 1: 0.0, 2: 0.0}, 2)
+
+
+def test_a_grids_median_is_of_completed_jobs_only() -> None:
+    """Completed curves 0.5 and 0.7 make the bar 0.6 at step 0; a pruned job's 0.1 does not
+    join them (with it the median would be 0.5, and 0.55 would pass)."""
+    jobs: list = [None] * 4  # only their ends and reports matter here
+    source = BatchSource(jobs, parse_settings({"prune": "median", "prune_warmup": 1}))
+    for key, value, status in [(0, 0.5, Status.COMPLETED), (1, 0.7, Status.COMPLETED)]:
+        assert source.report(key, 0, value) is False  # nothing completed yet to judge by
+        source.ended(key, JobEnd(None, status, 0, value, key))
+    assert source.report(2, 0, 0.1) is True
+    source.ended(2, JobEnd(None, Status.PRUNED, 0, 0.1, 2))
+    assert source.report(3, 0, 0.55) is True
 
 
 @pytest.mark.parametrize(
@@ -92,6 +108,7 @@ def test_reports_reach_the_reader_and_hostile_ones_are_ignored(
         f.write("}\n")
     assert reader.read() == [(4, 1.0)] and reader.last == (4, 1.0)
     (tmp_path / STOP_FILE).touch()
+    assert report(math.nan) is True  # ignored, yet the answer: the sweep asks it to stop
     assert should_stop() is True and report(0.9, 5) is True
     assert json.loads(path.read_text().splitlines()[-1]) == {"step": 5, "value": 0.9}
 
@@ -156,6 +173,31 @@ def test_a_pruned_job_that_ignores_the_stop_is_ended_after_the_grace(
     assert not (marks / f"stopped-{table.loc[1, 'job']}").exists()
     # Pruned at its first step (0.1 s in), ended within grace (1 s) + 1 s of that.
     assert table.loc[1, "wall_time_s"] < 0.1 + 1 + 1 + 1.5  # start-up slack on 2 cores
+
+
+@pytest.mark.slow
+def test_a_pruned_job_gets_sigterm_then_sigkill(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """x=1 ignores SIGTERM and never ends by itself: pruned, it is sent SIGTERM first (its
+    chance to save a checkpoint: it notes it), then SIGKILL, which ends it. Without the
+    SIGKILL it would run into hydra.launcher.timeout (far beyond grace + 1 s) and be `timeout`."""
+    args = runner.probe_sweep(
+        marks,
+        "x=8,7,1",
+        "steps=10",
+        "step_s=0.1",
+        "trap_x=1",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.prune=median",
+        "hydra.launcher.prune_grace=0.5",
+        "hydra.launcher.timeout=60",
+    )
+    result = runner.run(args)
+    assert result.returncode == 0, result.stdout
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert table.loc[1, "status"] == "pruned", result.stdout
+    assert (marks / f"sigterm-{table.loc[1, 'job']}").exists()  # SIGTERM came first
 
 
 @pytest.mark.slow

@@ -28,6 +28,8 @@ def probe(cfg: DictConfig) -> float:
     num = HydraConfig.get().job.num
     marks = Path(cfg.marks)
     started = time.time()
+    if cfg.x == cfg.trap_x:  # a job that ignores SIGTERM: only SIGKILL ends it
+        signal.signal(signal.SIGTERM, lambda *_: (marks / f"sigterm-{num}").touch())
     sleepers = _hang_grandchildren()  # of earlier jobs: their trees must be gone by now
     (marks / f"start-{num}").touch()
     with open(marks / "starts.log", "a") as f:
@@ -60,6 +62,8 @@ def probe(cfg: DictConfig) -> float:
         if stop and not os.environ.get("PROBE_IGNORE_STOP"):  # pruned: stop as a task should
             (marks / f"stopped-{num}").write_text(str(step))
             break
+    while cfg.x == cfg.trap_x:
+        time.sleep(0.05)
     failing = cfg.x == cfg.fail_x or (cfg.fail_mod and cfg.x % cfg.fail_mod == 0)
     first_attempt = not (marks / f"attempted-{cfg.x}").exists()
     (marks / f"attempted-{cfg.x}").touch()
