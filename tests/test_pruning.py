@@ -140,11 +140,11 @@ def test_a_grid_with_prune_median_stops_the_hopeless_jobs(
     assert set(pruned["status"]) == {"pruned"}, result.stdout
     assert (pruned["last_step"] < steps - 1).all()
     assert pruned["error"].str.startswith("pruned at step").all()
-    # Each stopped itself on seeing should_stop() (within the grace): a fraction of a full run.
-    for num in table.loc[table["status"] == "pruned", "job"]:
-        assert (marks / f"stopped-{num}").exists()
-    full = steps * step_s
-    assert (pruned["wall_time_s"] < full * 0.7).all(), pruned["wall_time_s"].tolist()
+    # Each stopped itself on seeing should_stop() (within the grace), short of its curve's
+    # end: counted in steps (its own), not seconds (a loaded machine's).
+    for num, last_step in zip(pruned["job"], pruned["last_step"], strict=True):
+        stopped_at = int((marks / f"stopped-{num}").read_text())
+        assert stopped_at < steps - 1 and last_step <= stopped_at, (num, stopped_at, last_step)
     assert "6 pruned" in result.stdout  # the leaderboard says so
     for run_dir in pruned["run_dir"]:
         assert (tmp_path / run_dir / "reports.jsonl").exists()  # relative to the sweep cwd

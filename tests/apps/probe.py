@@ -19,6 +19,11 @@ from omegaconf import DictConfig
 
 from hpsearch_launcher import report, report_gpu_peak
 
+if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
+    from hpsearch_launcher.execute import child  # but the last one, as its task returns
+
+    child.IMPORT_WATCH_S = 3600.0
+
 
 def probe(cfg: DictConfig) -> float:
     # When a warm spare imported the marker module (hydra.launcher.preload), if one did.
@@ -39,6 +44,8 @@ def probe(cfg: DictConfig) -> float:
     while (marks / "hold").exists() and cfg.x >= cfg.hold_from:
         time.sleep(0.05)
     while cfg.wait_for and not (marks / cfg.wait_for).exists():
+        time.sleep(0.05)
+    while cfg.gate and not (marks / f"go-{num}").exists():
         time.sleep(0.05)
     if cfg.chain and num > 0:  # end in start order: wait for the previous job to end first
         while not (marks / f"end-{num - 1}").exists():
