@@ -29,6 +29,7 @@ from hpsearch_launcher.plan.packing import (
     usable_mb,
 )
 from hpsearch_launcher.plan.settings import parse_settings
+from hpsearch_launcher.plan.slots import SlotPool
 
 GB = 1024
 AUTO = ("hydra.launcher.jobs_per_gpu=auto",)
@@ -68,6 +69,17 @@ def test_after_an_out_of_memory_its_kinds_next_jobs_run_alone() -> None:
     assert pack.need(after) is None
     pack.book_start(after, "0")
     assert after.alone  # with the whole GPU
+
+
+def test_the_pool_takes_as_many_more_jobs_as_their_reservations_fit() -> None:
+    """6000 MB, 5400 usable; a job of a known kind (1228 MB booked) runs: 3 more fit."""
+    pack = packer(total_mb=6000)
+    pack.estimates.learn("small", 1000)
+    pool = SlotPool(["0"], 8)
+    running = Run(job=None, kind="small")  # type: ignore[arg-type]
+    pack.book_start(running, pool.acquire())
+    pack.pack(pool, Run(job=None, kind="small"))  # type: ignore[arg-type]
+    assert pool.limits["0"] == 1 + 3 and pool.free() == 3
 
 
 def test_a_gpu_takes_jobs_while_their_reservations_fit() -> None:

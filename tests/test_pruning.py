@@ -63,6 +63,15 @@ def test_a_grids_median_is_of_completed_jobs_only() -> None:
     assert source.report(3, 0, 0.55) is True
 
 
+def test_a_grid_without_prune_prunes_nothing() -> None:
+    jobs: list = [None] * 3
+    source = BatchSource(jobs, parse_settings({}))  # prune: none
+    for key, value in [(0, 0.5), (1, 0.7)]:
+        source.report(key, 0, value)
+        source.ended(key, JobEnd(None, Status.COMPLETED, 0, value, key))
+    assert source.report(2, 0, 0.1) is False
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [
