@@ -27,7 +27,9 @@ from hpsearch_launcher.stream import JobEnd
         ("max", [{0: 0.5}, {0: 0.7}], {0: 0.4}, 0, True),  # below the median 0.6
         ("max", [{0: 0.5}, {0: 0.7}], {0: 0.6}, 0, False),  # at it: not worse
         ("max", [{0: 0.5}], {0: 0.1}, 0, False),  # one completed curve: too few to judge
-        ("max", [{0: 0.5}, {0: 0.7}], {0: 0.9, 1: 0.1}, 1, False),  # best so far counts
+        ("max", [{0: 0.5, 1: 0.5}, {0: 0.7, 1: 0.7}], {0: 0.9, 1: 0.1}, 1, False),  # best so far
+        ("min", [{0: 0.5, 1: 0.5}, {0: 0.7, 1: 0.7}], {0: 0.1, 1: 0.9}, 1, False),  # counts
+        ("max", [{0: 0.5}, {0: 0.7}, {0: 0.9}], {0: 0.6}, 0, True),  # more than 2 completed
         ("max", [{0: 0.5}, {0: 0.7}], {1: 0.1}, 1, False),  # nobody reported step 1
         ("min", [{0: 0.5}, {0: 0.7}], {0: 0.8}, 0, True),  # a loss above the median
         ("min", [{0: 0.5}, {0: 0.7}], {0: 0.4}, 0, False),
