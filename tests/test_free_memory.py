@@ -11,7 +11,7 @@ import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import psutil
 import pytest
@@ -20,10 +20,16 @@ from conftest import PROBE, read_records, role
 
 from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import room
+from hpsearch_launcher.execute.backend import Execution
+from hpsearch_launcher.execute.packer import Packer
+from hpsearch_launcher.execute.room import Room
+from hpsearch_launcher.execute.run import Run
 from hpsearch_launcher.execute.sweep import POLL_S
 from hpsearch_launcher.nvml import GpuMemory
 from hpsearch_launcher.plan.memory import jobs_that_fit, others_mb, room_mb
+from hpsearch_launcher.plan.settings import parse_settings
 from hpsearch_launcher.plan.slots import SlotPool
+from hpsearch_launcher.record.progress import SweepState
 
 
 @pytest.mark.parametrize(
@@ -62,6 +68,54 @@ def test_a_short_gpu_takes_no_job_and_the_others_go_on() -> None:
     assert not pool.has_free()
     pool.unlimit("1")
     assert pool.acquire() == "1"
+
+
+class Readings(Execution):
+    """An execution whose GPU "0" (10000 MB, jobs_per_gpu=auto) answers, each time it is
+    asked, with the next of the readings the test gives."""
+
+    def __init__(self, readings: list[GpuMemory]) -> None:
+        settings = parse_settings({"jobs_per_gpu": "auto"})
+        super().__init__(None, ("0",), 8, "GPU 0", settings, {"0": 10_000}, 2, packs=True)  # type: ignore[arg-type]
+        self.readings = readings
+
+    def gpu_memory(self, groups: Collection[str], ours: Any) -> dict[str, GpuMemory]:
+        ours()
+        return {"0": self.readings.pop(0)}
+
+
+class Pids(NamedTuple):
+    """A running job's handle, as far as the room asks it: its processes."""
+
+    pid: int
+
+    def pids(self) -> list[int]:
+        return [self.pid]
+
+
+def test_once_nvml_lists_our_pids_a_job_it_does_not_list_holds_nothing() -> None:
+    """Job A (pid 101) is listed at 1000 MB beside another user's 300 MB: NVML sees our
+    pids. A ends; job B (pid 102) has just started and allocated nothing, so NVML lists none
+    of ours: the 300 MB used are still the other user's, not taken for B's booking."""
+    execution = Readings(
+        [
+            GpuMemory(10_000, 1300, 1000, True, {101: 1000}),
+            GpuMemory(10_000, 300, 0, False),
+        ]
+    )
+    pool, packer = SlotPool(["0"], 8), Packer(execution)
+    gpus = Room(execution, pool, SweepState(total=2), packer)
+    assert packer.book is not None
+    a = Run(job=None, device="0", handle=Pids(101))  # type: ignore[arg-type]
+    packer.book.reserve("0", id(a), 1000)
+    gpus.poll([a], waiting=True)
+    assert packer.book.others["0"] == 300 and a.peak_mb == 1000
+    packer.book.release(id(a))
+    b = Run(job=None, device="0", handle=Pids(102))  # type: ignore[arg-type]
+    packer.book.reserve("0", id(b), 1000)
+    gpus.freed = True  # a slot freed: asked again at once
+    gpus.poll([b], waiting=True)
+    assert packer.book.others["0"] == 300
 
 
 class FakeNvml:

@@ -15,7 +15,11 @@ import pytest
 from conftest import Runner, read_records, simulated_gpus_env
 from omegaconf import OmegaConf
 
+from hpsearch_launcher.execute.backend import Execution
+from hpsearch_launcher.execute.packer import Packer
+from hpsearch_launcher.execute.run import Run
 from hpsearch_launcher.nvml import GpuMemory
+from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.packing import (
     Estimates,
     GpuBook,
@@ -24,6 +28,8 @@ from hpsearch_launcher.plan.packing import (
     need_mb,
     usable_mb,
 )
+from hpsearch_launcher.plan.settings import parse_settings
+from hpsearch_launcher.plan.slots import SlotPool
 
 GB = 1024
 AUTO = ("hydra.launcher.jobs_per_gpu=auto",)
@@ -40,6 +46,40 @@ def test_a_known_kind_reserves_its_peak_and_a_margin() -> None:
     assert estimates.need("a") is None
     estimates.learn("a", 12 * GB)
     assert estimates.need("a") == need_mb(12 * GB)
+
+
+def packer(total_mb: int = 10_000) -> Packer:
+    """The loop's packer for one simulated GPU "0" of `total_mb`, jobs_per_gpu=auto."""
+    settings = parse_settings({"jobs_per_gpu": "auto"})
+    groups, memory = ("0",), {"0": total_mb}
+    execution = Execution(None, groups, 8, "GPU 0", settings, memory, cores=2, packs=True)  # type: ignore[arg-type]
+    return Packer(execution)
+
+
+def test_after_an_out_of_memory_its_kinds_next_jobs_run_alone() -> None:
+    """A job of a known kind (1000 MB) runs out of memory under its cap: the kind's next
+    jobs run alone with the whole GPU (and are measured) instead of packed at the old need."""
+    pack = packer()
+    pack.estimates.learn("small", 1000)
+    run = Run(job=None, kind="small")  # type: ignore[arg-type]
+    env = pack.book_start(run, "0")
+    assert run.cap_mb == need_mb(1000) and not run.alone, env
+    pack.ended(run, Outcome(Ending.RAISED, detail="RuntimeError: CUDA out of memory."))
+    after = Run(job=None, kind="small")  # type: ignore[arg-type]
+    assert pack.need(after) is None
+    pack.book_start(after, "0")
+    assert after.alone  # with the whole GPU
+
+
+def test_the_pool_takes_as_many_more_jobs_as_their_reservations_fit() -> None:
+    """6000 MB, 5400 usable; a job of a known kind (1228 MB booked) runs: 3 more fit."""
+    pack = packer(total_mb=6000)
+    pack.estimates.learn("small", 1000)
+    pool = SlotPool(["0"], 8)
+    running = Run(job=None, kind="small")  # type: ignore[arg-type]
+    pack.book_start(running, pool.acquire())
+    pack.pack(pool, Run(job=None, kind="small"))  # type: ignore[arg-type]
+    assert pool.limits["0"] == 1 + 3 and pool.free() == 3
 
 
 def test_a_gpu_takes_jobs_while_their_reservations_fit() -> None:

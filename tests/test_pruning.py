@@ -12,10 +12,13 @@ import pytest
 from conftest import Runner, assert_one_pruning_story
 
 from hpsearch_launcher import channel, report, should_stop
+from hpsearch_launcher.batch import BatchSource
 from hpsearch_launcher.contract import REPORTS, STOP_FILE
+from hpsearch_launcher.outcome import Status
 from hpsearch_launcher.plan.pruning import MedianRule
 from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
 from hpsearch_launcher.record.reports import ReportReader
+from hpsearch_launcher.stream import JobEnd
 
 
 @pytest.mark.parametrize(
@@ -24,7 +27,9 @@ from hpsearch_launcher.record.reports import ReportReader
         ("max", [{0: 0.5}, {0: 0.7}], {0: 0.4}, 0, True),  # below the median 0.6
         ("max", [{0: 0.5}, {0: 0.7}], {0: 0.6}, 0, False),  # at it: not worse
         ("max", [{0: 0.5}], {0: 0.1}, 0, False),  # one completed curve: too few to judge
-        ("max", [{0: 0.5}, {0: 0.7}], {0: 0.9, 1: 0.1}, 1, False),  # best so far counts
+        ("max", [{0: 0.5, 1: 0.5}, {0: 0.7, 1: 0.7}], {0: 0.9, 1: 0.1}, 1, False),  # best so far
+        ("min", [{0: 0.5, 1: 0.5}, {0: 0.7, 1: 0.7}], {0: 0.1, 1: 0.9}, 1, False),  # counts
+        ("max", [{0: 0.5}, {0: 0.7}, {0: 0.9}], {0: 0.6}, 0, True),  # more than 2 completed
         ("max", [{0: 0.5}, {0: 0.7}], {1: 0.1}, 1, False),  # nobody reported step 1
         ("min", [{0: 0.5}, {0: 0.7}], {0: 0.8}, 0, True),  # a loss above the median
         ("min", [{0: 0.5}, {0: 0.7}], {0: 0.4}, 0, False),
@@ -45,6 +50,28 @@ def test_the_median_rule_waits_for_the_warmup() -> None:
     rule.complete({0: 1.0, 1: 1.0, 2: 1.0})
     assert not rule.hopeless({0: 0.0, 1: 0.0}, 1)
     assert rule.hopeless({0: 0.0, 1: 0.0, 2: 0.0}, 2)
+
+
+def test_a_grids_median_is_of_completed_jobs_only() -> None:
+    """Completed curves 0.5 and 0.7 make the bar 0.6 at step 0; a pruned job's 0.1 does not
+    join them (with it the median would be 0.5, and 0.55 would pass)."""
+    jobs: list = [None] * 4  # only their ends and reports matter here
+    source = BatchSource(jobs, parse_settings({"prune": "median", "prune_warmup": 1}))
+    for key, value, status in [(0, 0.5, Status.COMPLETED), (1, 0.7, Status.COMPLETED)]:
+        assert source.report(key, 0, value) is False  # nothing completed yet to judge by
+        source.ended(key, JobEnd(None, status, 0, value, key))
+    assert source.report(2, 0, 0.1) is True
+    source.ended(2, JobEnd(None, Status.PRUNED, 0, 0.1, 2))
+    assert source.report(3, 0, 0.55) is True
+
+
+def test_a_grid_without_prune_prunes_nothing() -> None:
+    jobs: list = [None] * 3
+    source = BatchSource(jobs, parse_settings({}))  # prune: none
+    for key, value in [(0, 0.5), (1, 0.7)]:
+        source.report(key, 0, value)
+        source.ended(key, JobEnd(None, Status.COMPLETED, 0, value, key))
+    assert source.report(2, 0, 0.1) is False
 
 
 @pytest.mark.parametrize(
@@ -92,6 +119,7 @@ def test_reports_reach_the_reader_and_hostile_ones_are_ignored(
         f.write("}\n")
     assert reader.read() == [(4, 1.0)] and reader.last == (4, 1.0)
     (tmp_path / STOP_FILE).touch()
+    assert report(math.nan) is True  # ignored, yet the answer: the sweep asks it to stop
     assert should_stop() is True and report(0.9, 5) is True
     assert json.loads(path.read_text().splitlines()[-1]) == {"step": 5, "value": 0.9}
 
@@ -123,11 +151,12 @@ def test_a_grid_with_prune_median_stops_the_hopeless_jobs(
     assert set(pruned["status"]) == {"pruned"}, result.stdout
     assert (pruned["last_step"] < steps - 1).all()
     assert_one_pruning_story(table, result.stdout, tmp_path)
-    # Each stopped itself on seeing should_stop() (within the grace): a fraction of a full run.
-    for num in table.loc[table["status"] == "pruned", "job"]:
-        assert (marks / f"stopped-{num}").exists()
-    full = steps * step_s
-    assert (pruned["wall_time_s"] < full * 0.7).all(), pruned["wall_time_s"].tolist()
+    assert pruned["error"].str.startswith("pruned at step").all()
+    # Each stopped itself on seeing should_stop() (within the grace), short of its curve's
+    # end: counted in steps (its own), not seconds (a loaded machine's).
+    for num, last_step in zip(pruned["job"], pruned["last_step"], strict=True):
+        stopped_at = int((marks / f"stopped-{num}").read_text())
+        assert stopped_at < steps - 1 and last_step <= stopped_at, (num, stopped_at, last_step)
     assert "6 pruned" in result.stdout  # the leaderboard says so
     for run_dir in pruned["run_dir"]:
         assert (tmp_path / run_dir / "reports.jsonl").exists()  # relative to the sweep cwd
@@ -161,6 +190,31 @@ def test_a_pruned_job_that_ignores_the_stop_is_ended_after_the_grace(
     # and results.csv, the console and reports.jsonl say the same of both.
     assert table.loc[1, "last_step"] > table.loc[1, "pruned_step"]
     assert_one_pruning_story(rows, result.stdout, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_pruned_job_gets_sigterm_then_sigkill(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """x=1 ignores SIGTERM and never ends by itself: pruned, it is sent SIGTERM first (its
+    chance to save a checkpoint: it notes it), then SIGKILL, which ends it. Without the
+    SIGKILL it would run into hydra.launcher.timeout (far beyond grace + 1 s) and be `timeout`."""
+    args = runner.probe_sweep(
+        marks,
+        "x=8,7,1",
+        "steps=10",
+        "step_s=0.1",
+        "trap_x=1",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.prune=median",
+        "hydra.launcher.prune_grace=0.5",
+        "hydra.launcher.timeout=60",
+    )
+    result = runner.run(args)
+    assert result.returncode == 0, result.stdout
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert table.loc[1, "status"] == "pruned", result.stdout
+    assert (marks / f"sigterm-{table.loc[1, 'job']}").exists()  # SIGTERM came first
 
 
 @pytest.mark.slow

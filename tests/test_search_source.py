@@ -97,6 +97,18 @@ def test_asks_until_n_trials_then_is_exhausted(tmp_path: Path) -> None:
     assert study.best_value == max(float(t.params["x"]) for t in study.trials)
 
 
+def test_what_remains_to_ask_leaves_out_the_running_trials(tmp_path: Path) -> None:
+    """Spares are made, and the progress line counts queued jobs, from remaining()."""
+    src = source(tmp_path, "x=range(0,50)", n_trials=5)
+    assert src.remaining() == 5
+    asks = [src.ask(), src.ask()]
+    assert src.remaining() == 3  # 2 run: 3 more will be asked, not 5
+    first = asks[0]
+    assert first is not None
+    src.ended(first.key, done(1.0))
+    assert src.remaining() == 3  # 1 ended, 1 runs
+
+
 def test_no_more_than_n_trials_run_at_once_even_with_more_slots(tmp_path: Path) -> None:
     src = source(tmp_path, "x=range(0,50)", n_trials=3)
     asks = [src.ask() for _ in range(5)]
@@ -252,6 +264,20 @@ def test_max_failure_rate_counts_this_runs_trials(tmp_path: Path) -> None:
         "3 of this run's 8 trials failed, more than max_failure_rate=0.25 allows: the search "
         "stopped"
     )
+
+
+def test_a_resumed_runs_failure_rate_counts_its_own_share(tmp_path: Path) -> None:
+    """4 of 8 trials done before: this run plans 4, and 0.25 of them is 1 failure; the 2nd
+    stops the search (counted against all 8, it would take a 3rd)."""
+    write_results(tmp_path, [{"x": x, "status": "completed", "ret": float(x)} for x in range(4)])
+    src = source(tmp_path, "x=range(0,100)", n_trials=8, max_failure_rate=0.25)
+    assert src.ended_before == 4 and src.planned == 4
+    for failures in (1, 2):
+        ask = src.ask()
+        assert ask is not None
+        src.ended(ask.key, done(None, Status.FAILED))
+        assert src.exhausted() is (failures == 2)
+    assert src.failure_line().startswith("2 of this run's 4 trials failed")
 
 
 def write_results(sweep_dir: Path, rows: list[dict[str, Any]]) -> None:

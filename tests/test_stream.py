@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from apps.probe import probe
 from conftest import PROBE, read_records
@@ -96,3 +97,27 @@ def test_a_pruned_trial_frees_its_slot_and_is_told_pruned(app_launcher, marks: P
     assert by_x[5]["end"] - by_x[5]["start"] < 3  # stopped far short of its 6 s curve
     assert by_x[1]["start"] >= by_x[5]["end"]  # the only slot: trial 1 waited for it
     assert int((marks / "stopped-0").read_text()) >= pruned.step  # it saw should_stop()
+
+
+def test_a_resumed_trial_keeps_its_number_and_a_pruned_one_stays_pruned(
+    app_launcher, marks: Path, tmp_path: Path
+) -> None:
+    """A first run: x=1 completes (job 0), x=5 is pruned at its first report (job 1). The
+    same sweep dir again, asked x=1, x=5, then a new x=3: the first two are resumed with
+    their numbers (console and results.csv agree), x=5 told PRUNED and its row still
+    `pruned`; x=3 takes the next number, 2 (a resumed trial takes none)."""
+    conf, curve = PROBE.parent / "conf", ["steps=60", "step_s=0.1"]
+    first = ListOfTrials([["x=1", f"marks={marks}"], ["x=5", *curve, f"marks={marks}"]], {1})
+    launcher = app_launcher(conf, "probe", probe, "hydra.launcher.n_jobs=1")
+    launcher.stream(first, ["x"], total=2)
+    assert [first.ends[k].status for k in (0, 1)] == [Status.COMPLETED, Status.PRUNED]
+    again = ListOfTrials([*first.jobs, ["x=3", f"marks={marks}"]])
+    launcher = app_launcher(conf, "probe", probe, "hydra.launcher.n_jobs=1")
+    launcher.stream(again, ["x"], total=3)
+    ends = [again.ends[k] for k in range(3)]
+    assert [e.status for e in ends] == [Status.RESUMED, Status.PRUNED, Status.COMPLETED]
+    assert [e.job_num for e in ends] == [0, 1, 2]
+    table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert table.loc[[1, 5, 3], "status"].tolist() == ["resumed", "pruned", "completed"]
+    assert table.loc[[1, 5, 3], "job"].tolist() == [0, 1, 2]
+    assert len(read_records(marks)) == 3  # x=1 and x=5 once each, then x=3: nothing re-ran

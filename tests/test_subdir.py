@@ -31,6 +31,10 @@ def extra_dir(tmp_path: Path) -> Path:
     extra = tmp_path / "extra"
     (extra / "layout").mkdir(parents=True)
     (extra / "layout" / "mine.yaml").write_text(SETS_SUBDIR)
+    (extra / "hydra" / "output").mkdir(parents=True)  # a Hydra group option of the user's
+    (extra / "hydra" / "output" / "mine.yaml").write_text(
+        "# @package hydra\nsweep:\n  dir: sweep\n  subdir: ${hydra.job.num}\n"
+    )
     (extra / "own.yaml").write_text(PRIMARY + "hydra:\n  sweep:\n    subdir: ${hydra.job.num}\n")
     (tmp_path / "far" / "layout").mkdir(parents=True)
     (tmp_path / "far" / "layout" / "far.yaml").write_text(SETS_SUBDIR)
@@ -74,6 +78,7 @@ def names_runs(hydra_restore_singletons: None, extra_dir: Path) -> Iterator[Call
         ("own", [], False),  # a primary config in a --config-dir
         ("searching", ["+layout=far"], False),  # a group in a dir of hydra.searchpath
         ("plain", ["hydra.sweep.subdir=${hydra.job.num}"], False),  # the command line
+        ("plain", ["hydra/output=mine"], False),  # a Hydra override choosing the user's option
     ],
 )
 def test_an_explicit_subdir_anywhere_is_the_users(

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -219,6 +220,36 @@ def test_the_holder_refreshes_its_heartbeat(
         time.sleep(0.02)
     assert now.pid == first.pid and now.started == first.started
     lock.close()
+
+
+class Beats(threading.Event):
+    """A stop event that notes how long the heartbeat waits each time; set after `beats`."""
+
+    def __init__(self, beats: int) -> None:
+        super().__init__()
+        self.beats = beats
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        return len(self.waits) > self.beats
+
+
+def test_a_live_holder_beats_every_10_s_well_within_the_stale_age(tmp_path: Path) -> None:
+    """The README's promise: rewritten every 10 s, judged gone only at 60 s old, so a live
+    sweep on another host is never taken for a dead one (a beat or more may be late)."""
+    path = tmp_path / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    holder = Holder(os.getpid(), "elsewhere", 1.0, heartbeat=1.0)
+    try:
+        stop = Beats(2)
+        lock_module._heartbeat(fd, holder, stop)
+    finally:
+        os.close(fd)
+    assert stop.waits == [10.0, 10.0, 10.0]
+    assert lock_module.STALE_AFTER_S > 10.0 * 5  # 5 beats may be missed
+    now = Holder.parse(path.read_text())
+    assert now is not None and now.heartbeat > holder.heartbeat and now.pid == holder.pid
 
 
 # End to end: real sweeps of the probe app.

@@ -74,8 +74,11 @@ def test_a_free_slot_gets_a_new_trial_while_another_still_runs(
         (marks / "hold").unlink()
     out, _ = sweep.communicate(timeout=60)
     assert sweep.returncode == 0, out
-    # Trials 0 and 1 start together on the two slots, so either may log first; all five ran.
-    assert first_draws(seed, 1)[0] in starts(marks)[:2]
+    # Trial 0 took a slot first, beside trial 1, before trial 2 was asked: the sweep's own
+    # start lines say so (its cold process may log its start after trials 1 and 2 ended).
+    started = [int(n) for n in re.findall(r"\bjob (\d+) start\b", out)]
+    assert started == [0, 1, 2, 3, 4], out
+    assert results(tmp_path).set_index("job").loc[0, "x"] == first_draws(seed, 1)[0]
     assert sorted(starts(marks)) == sorted(first_draws(seed, 5))
     assert len(read_records(marks)) == 5
     assert best(tmp_path)["best_value"] == max(r["x"] for r in read_records(marks))
@@ -100,6 +103,29 @@ def test_the_same_command_resumes_and_more_trials_search_further(
     frame = results(tmp_path)
     assert len(frame) == 6 and set(frame["status"]) == {"completed"}
     assert len(starts(marks)) == 6 and len(set(starts(marks))) == 6  # new values, not repeats
+
+
+def test_resume_false_reads_nothing_and_searches_afresh(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """With hydra.launcher.resume=false the sweep dir's rows are not told to the study: the
+    same 2-trial search runs 2 trials again (told them, it would be complete at once)."""
+    args = runner.probe_sweep(
+        marks,
+        *SEARCH,
+        "hydra.sweeper.seed=1",
+        "hydra.sweeper.n_trials=2",
+        "hydra.launcher.n_jobs=2",
+    )
+    done = runner.run(args)
+    assert done.returncode == 0, done.stdout
+    again = runner.run([*args, "hydra.launcher.resume=false"])
+    assert again.returncode == 0, again.stdout
+    assert "the search is complete" not in again.stdout
+    assert len(starts(marks)) == 4  # both trials ran again
+    frame = results(tmp_path)
+    assert len(frame) == 2 and set(frame["status"]) == {"completed"}
+    assert (tmp_path / "sweep" / "results.csv.bak").exists()  # the first run's, unread
 
 
 def test_hopeless_trials_are_pruned(runner: Runner, marks: Path, tmp_path: Path) -> None:

@@ -19,6 +19,11 @@ from omegaconf import DictConfig
 
 from hpsearch_launcher import report, report_gpu_peak
 
+if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
+    from hpsearch_launcher.execute import child  # but the last one, as its task returns
+
+    child.IMPORT_WATCH_S = 3600.0
+
 
 def probe(cfg: DictConfig) -> float:
     # When a warm spare imported the marker module (hydra.launcher.preload), if one did.
@@ -28,6 +33,8 @@ def probe(cfg: DictConfig) -> float:
     num = HydraConfig.get().job.num
     marks = Path(cfg.marks)
     started = time.time()
+    if cfg.x == cfg.trap_x:  # a job that ignores SIGTERM: only SIGKILL ends it
+        signal.signal(signal.SIGTERM, lambda *_: (marks / f"sigterm-{num}").touch())
     sleepers = _hang_grandchildren()  # of earlier jobs: their trees must be gone by now
     (marks / f"start-{num}").touch()
     with open(marks / "starts.log", "a") as f:
@@ -37,6 +44,8 @@ def probe(cfg: DictConfig) -> float:
     while (marks / "hold").exists() and cfg.x >= cfg.hold_from:
         time.sleep(0.05)
     while cfg.wait_for and not (marks / cfg.wait_for).exists():
+        time.sleep(0.05)
+    while cfg.gate and not (marks / f"go-{num}").exists():
         time.sleep(0.05)
     if cfg.chain and num > 0:  # end in start order: wait for the previous job to end first
         while not (marks / f"end-{num - 1}").exists():
@@ -60,6 +69,8 @@ def probe(cfg: DictConfig) -> float:
         if stop and not os.environ.get("PROBE_IGNORE_STOP"):  # pruned: stop as a task should
             (marks / f"stopped-{num}").write_text(str(step))
             break
+    while cfg.x == cfg.trap_x:
+        time.sleep(0.05)
     failing = cfg.x == cfg.fail_x or (cfg.fail_mod and cfg.x % cfg.fail_mod == 0)
     first_attempt = not (marks / f"attempted-{cfg.x}").exists()
     (marks / f"attempted-{cfg.x}").touch()

@@ -79,14 +79,22 @@ class LocalHandle:
         """Hear what the job says it imports until its pipe closes or its process has ended
         (a forked child of the job may hold the pipe open past it)."""
         try:
-            while (lines := self.status.lines(STATUS_POLL_S)) is not None:
-                for line in lines:
+            while True:
+                lines = self.status.lines(STATUS_POLL_S)
+                for line in lines or ():
                     self.preloads.heard(line, self.spare)
                 if self.spare is not None and self.spare.batches <= 0:
                     self.spare = None  # its imports are done: it runs the job now
                 elif self.spare is not None and self.preloads.stuck(self.spare):
                     self._go_cold()
-                elif not lines and self.proc.poll() is not None:
+                elif self.spare is not None and lines is None:  # its pipe closed: it ended
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=KILL_WAIT_S)
+                    code = self.proc.poll()
+                    if code is None or not self.preloads.died(self.spare, code):
+                        break  # not in an import ahead: what it ended with is the job's outcome
+                    self._go_cold()  # a module ahead killed it: dropped; the job starts cold
+                elif lines is None or (not lines and self.proc.poll() is not None):
                     break
         except Exception as err:  # what it imported is a hint: never lose the job's outcome
             log.debug("hpsearch: job %d's status pipe: %r", self.spec.num, err)
@@ -94,7 +102,8 @@ class LocalHandle:
             self.status.close()
 
     def _go_cold(self) -> None:
-        """Its spare hangs in an import ahead: killed, and the job given a cold process."""
+        """Its spare hangs (or died) in an import ahead: killed, and the job given a cold
+        process."""
         assert self._cold is not None
         with self._lock:
             signal_tree(self.proc.pid, self.descendants(), signal.SIGKILL)

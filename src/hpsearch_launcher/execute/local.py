@@ -8,7 +8,8 @@ touching no GPU, for its one job. A job whose environment matches a spare's is h
 starts at once; any other job (an out-of-memory retry with the whole GPU) gets a cold process.
 A spare that dies while waiting is dropped, never handed a job; one stuck importing a module
 ahead past a bound is killed and replaced, and if it had been handed its job already, the job
-gets a cold process instead. Spares nobody needs are killed: they hold no work.
+gets a cold process instead (as it does when an import ahead kills its spare). A module whose
+import killed a spare is dropped. Spares nobody needs are killed: they hold no work.
 
 The process is owned here through `subprocess`: its pid and exit status are public, which
 loky's executor does not give. Files, not pipes, carry the job in and the result out: a large
@@ -156,9 +157,8 @@ class LocalBackend:
         if code is None:
             return True
         self._deaths[key] = self._deaths.get(key, 0) + 1
+        self.preloads.died(spare, code)  # importing a module ahead: that one goes
         how = f"exit status {code}" if code >= 0 else f"signal {-code}"
-        if spare.importing is not None:  # it died importing a module ahead: that one goes
-            self.preloads.drop(spare.importing[0], f"a waiting process died importing it ({how})")
         log.warning(
             "hpsearch: a spare process (pid %d) died while waiting for a job (%s); "
             "it is replaced, and no job was given to it: see %s",

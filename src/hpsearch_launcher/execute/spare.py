@@ -101,6 +101,17 @@ class Preloads:
         if warning:
             log.warning(warning)
 
+    def died(self, spare: Spare, code: int) -> bool:
+        """`spare`'s process ended (exit status `code`, or minus a signal) with what it said
+        still in its pipe: if it was importing a module ahead, that module is dropped (else
+        every next spare dies on it). Whether it was."""
+        self.read(spare)  # its last lines: `preloading NAME` may be the one not yet heard
+        if spare.importing is None:
+            return False
+        how = f"exit status {code}" if code >= 0 else f"signal {-code}"
+        self.drop(spare.importing[0], f"a waiting process died importing it ({how})")
+        return True
+
     def stuck(self, spare: Spare) -> bool:
         """Whether `spare` has been importing one module ahead for over PRELOAD_BOUND_S: then
         the caller replaces it, and the module is dropped here."""
