@@ -25,8 +25,9 @@ from ..record.table import FILENAME, ResultsTable
 from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
-from .history import ended_count, recover_storage, replay_results
+from .history import ended_count, replay_results
 from .optuna_source import OptunaSource
+from .reconcile import reconcile_storage
 from .settings import SearchSettingsError, parse_settings
 from .space import SearchSpace, SearchSpaceError, parse_space
 from .study import open_storage, open_study
@@ -96,7 +97,7 @@ def open_search(
         str(sweep_dir.resolve()),
     )
     if settings.storage is not None:
-        recover_storage(study, storage)
+        reconcile_storage(study, storage, space, sweep_dir)
     elif replay:
         replay_results(study, space, sweep_dir)
     if settings.seed is not None and study.trials:
