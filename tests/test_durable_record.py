@@ -186,6 +186,7 @@ def test_a_kill_at_the_worst_instant_loses_nothing_and_runs_nothing_twice(
     assert done.returncode == 0, done.stdout
     rows = check_nothing_lost(tmp_path, marks, None if kind == "grid" else kind)
     assert len(rows) == 6
+    assert not list((tmp_path / "sweep").glob(".results.csv.*"))  # no cut rewrite left
     if point.startswith("job-ended"):  # the end the sweep never heard of: adopted, not rerun
         assert "adopted" in done.stdout
     if kind != "grid" and point.startswith("recorded"):
@@ -219,3 +220,16 @@ def test_random_kills_then_the_same_command_ends_as_an_uninterrupted_run(
     if kind == "grid":
         assert sorted(rows["x"].tolist()) == list(range(6))  # as the uninterrupted run's
     assert json.loads((tmp_path / "sweep" / JOURNAL).read_text().splitlines()[-1])["row"]
+
+
+@pytest.mark.slow
+def test_a_grid_over_keys_named_like_fixed_columns_keeps_both(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    done = runner.run(runner.probe_sweep(marks, "+error=1,2", "+device=gpu9"))
+    assert done.returncode == 0, done.stdout
+    frame = read_results(tmp_path / "sweep")
+    assert sorted(frame["param:error"].tolist()) == [1.0, 2.0]
+    assert frame["param:device"].tolist() == ["gpu9", "gpu9"]
+    assert frame["error"].tolist() == ["", ""] and frame["device"].tolist() == ["cpu", "cpu"]
+    assert frame["status"].tolist() == ["completed", "completed"]

@@ -157,10 +157,14 @@ class ResultsTable:
 
     def keep(self) -> None:
         """The sweep's own table, at its start: its journal holds every row (one is begun
-        from an older sweep's results.csv), and a results.csv that lags behind is rebuilt."""
+        from an older sweep's results.csv), a results.csv that lags behind is rebuilt, and a
+        rewrite a kill cut short (its temporary file) is removed: the sweep dir is held."""
+        for stale in self.path.parent.glob(f".{FILENAME}.*"):
+            stale.unlink(missing_ok=True)
         if not self.journal.path.exists() and self.rows:
             self._record([self.rows[n] for n in sorted(self.rows)])
-        if self.rows and self.path.exists() and self._text() != self.path.read_text():
+        lags = not self.path.exists() or self._text() != self.path.read_text()
+        if self.rows and lags:
             log.info(
                 "hpsearch: %s lagged behind %s (the sweep was killed): rebuilt from it",
                 self.path,
