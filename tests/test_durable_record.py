@@ -226,10 +226,10 @@ def test_random_kills_then_the_same_command_ends_as_an_uninterrupted_run(
 def test_a_grid_over_keys_named_like_fixed_columns_keeps_both(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    done = runner.run(runner.probe_sweep(marks, "+error=1,2", "+device=gpu9"))
+    done = runner.run(runner.probe_sweep(marks, "+error=1,2", "+device=a,b"))
     assert done.returncode == 0, done.stdout
     frame = read_results(tmp_path / "sweep")
-    assert sorted(frame["param:error"].tolist()) == [1.0, 2.0]
-    assert frame["param:device"].tolist() == ["gpu9", "gpu9"]
-    assert frame["error"].tolist() == ["", ""] and frame["device"].tolist() == ["cpu", "cpu"]
-    assert frame["status"].tolist() == ["completed", "completed"]
+    assert sorted(frame["param:error"].tolist()) == [1.0, 1.0, 2.0, 2.0]
+    assert sorted(frame["param:device"].tolist()) == ["a", "a", "b", "b"]
+    assert frame["error"].tolist() == [""] * 4 and frame["device"].tolist() == ["cpu"] * 4
+    assert frame["status"].tolist() == ["completed"] * 4
