@@ -113,7 +113,7 @@ def test_resume_false_reads_nothing_and_searches_afresh(
     args = runner.probe_sweep(
         marks,
         *SEARCH,
-        "hydra.sweeper.seed=1",
+        "hydra.sweeper.sampler.seed=1",
         "hydra.sweeper.n_trials=2",
         "hydra.launcher.n_jobs=2",
     )

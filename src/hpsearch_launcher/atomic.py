@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(
+    path: Path, text: str, before_replace: Callable[[], None] | None = None
+) -> None:
     """Write `text` to a temporary file beside `path`, fsync it, then rename it into place.
 
     The file gets the mode a plain open() would (0o666 less the umask): mkstemp's 0600 would
-    hide results from teammates on a shared server.
+    hide results from teammates on a shared server. `before_replace` runs once the temporary
+    file is whole (a test hook kills the writer there).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -23,6 +27,8 @@ def write_text_atomic(path: Path, text: str) -> None:
             f.flush()
             os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

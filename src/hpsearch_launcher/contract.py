@@ -26,6 +26,9 @@ PARENT_PID = "HPSEARCH_PARENT_PID"  # the sweep process: the job exits if it die
 REPORTS = "HPSEARCH_REPORTS"  # where report() appends: REPORTS_FILE in the job's run dir
 REPORTS_FILE = "reports.jsonl"  # {"step": 3, "value": 0.97} a line
 STOP_FILE = ".hpsearch-stop"  # created beside it when the sweep prunes the job
+# {"return": <JSON>, "overrides": [...]}: written atomically by the job's own process when its
+# task returned, before it exits: a sweep killed before it heard of the end adopts it on resume.
+END_FILE = ".hpsearch-end.json"
 GPU_PEAK_FILE = "gpu_peak.json"  # {"peak_mb": 3100}: the job's own word on its peak, beside it
 # Variables only the launcher may set: hydra.launcher.env refuses them (the setting that
 # controls each is named in the error). Any other HPSEARCH_ name is reserved too.

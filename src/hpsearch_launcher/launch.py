@@ -239,6 +239,7 @@ def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
     lock = hold_sweep_dir(sweep_dir)  # before results.csv is read or set aside
     if settings.resume:
         table = ResultsTable.load(sweep_dir)
+        table.keep()
         first = table.max_job() + 1
     else:
         table, first = ResultsTable(sweep_dir / FILENAME), 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from .contract import REPORTS_FILE
 from .outcome import DONE, SUPERSEDED, Status
+from .record.journal import FILENAME as JOURNAL
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.reports import ReportReader
 from .record.rows import PRUNED_STEP, finite
@@ -48,13 +49,15 @@ def read_results(sweep_dir: str | Path) -> Any:
     empty: the CPU, or not measured); the value columns and `wall_time_s`
     float64 (NaN where empty); a swept parameter float64 when every value is a number, else
     text; every other column text (object), "" where empty. `pandas.read_csv` alone makes an
-    all-empty `error` or `return` column float64. Checked as a resumed sweep checks it."""
+    all-empty `error` or `return` column float64. Checked as a resumed sweep checks it. Read
+    from the sweep's record, results.jsonl, where it has one: results.csv may lag behind it
+    while the sweep runs, or after a kill."""
     try:
         import pandas as pd
     except ImportError:
         raise ImportError("read_results needs pandas: pip install pandas") from None
     path = Path(sweep_dir) / FILENAME
-    if not path.is_file():
+    if not (path.is_file() or (Path(sweep_dir) / JOURNAL).is_file()):  # the record is enough
         raise FileNotFoundError(f"no {FILENAME} in {sweep_dir}: run a sweep into it first")
     table = ResultsTable.load(Path(sweep_dir))
     columns = ["job", *table.params, STATUS, *table.values, *TAIL]

@@ -29,9 +29,11 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from ..contract import REPORTS, REPORTS_FILE
+from ..atomic import write_json_atomic
+from ..contract import END_FILE, REPORTS, REPORTS_FILE
 from ..outcome import TaskEnd, TaskResult
 
 WATCHDOG_PERIOD_S = 0.5
@@ -230,7 +232,19 @@ def run_task(
         sys.stderr.flush()
         ret._return_value = _picklable_error(error)
         return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
+    _write_end(run_dir, ret)
     return TaskResult(TaskEnd.RETURNED, ret)
+
+
+def _write_end(run_dir: str, ret: Any) -> None:
+    """The task's return value, in its run dir, whole or not at all: what a resumed sweep
+    adopts if the sweep died before hearing of this end. Nothing for a value JSON cannot hold
+    (such a job runs again, as resume does for it anyway)."""
+    try:
+        end = {"return": ret._return_value, "overrides": list(ret.overrides)}
+        write_json_atomic(Path(run_dir) / END_FILE, end)
+    except (TypeError, ValueError, OSError):
+        pass
 
 
 def result_bytes(result: TaskResult) -> bytes:

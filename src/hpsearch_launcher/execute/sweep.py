@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..contract import GPU_PEAK_FILE, REPORTS_FILE, STOP_FILE
+from ..crash_points import crash_point
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
@@ -95,6 +96,7 @@ class Sweep:
         finally:
             progress.close()
             self.recorder.table.flush(force=True)
+            self.recorder.table.journal.close()  # opened again by a later launch()'s first end
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
         line = self.packer.summary()
         if line:
@@ -114,7 +116,8 @@ class Sweep:
             self._state.total = max(self._state.total, self._state.asked + 1)
             self._state.asked += 1
             if job.previous is None:
-                self.queue.append(Run(job, key=ask.key, kind=self.packer.kind(job)))
+                if not self._adopted(ask, job):
+                    self.queue.append(Run(job, key=ask.key, kind=self.packer.kind(job)))
                 continue
             ret = self.recorder.resumed(job)
             self._state.resumed += 1
@@ -124,6 +127,21 @@ class Sweep:
             step, value = last_report(job.previous)
             self.source.ended(ask.key, JobEnd(ret, status, step, value, job.num))
         return self.source.exhausted()
+
+    def _adopted(self, ask: Ask, job: Job) -> bool:
+        """Whether `job` ran to its end in a run of the sweep that was killed before it
+        recorded that end: then it is recorded now and its source told, not run again."""
+        found = self.recorder.adopt(job)
+        if found is None:
+            return False
+        ret, points = found
+        for point in points:
+            self.source.report(ask.key, *point)
+        step, value = points[-1] if points else (None, None)
+        self.source.ended(ask.key, JobEnd(ret, Status.COMPLETED, step, value, job.num))
+        self._state.done += 1
+        log.info("job %d adopted  %s  (it ended before the sweep was killed)", job.num, job.label)
+        return True
 
     @property
     def state(self) -> SweepState:
@@ -205,7 +223,9 @@ class Sweep:
         where the user's hydra.sweep.subdir puts it."""
         if job.name:
             self.recorder.free_run_dir(job, sweep_dir(job) / job.name)
-            return sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
+            path = sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
+            self.recorder.adopter.claimed(path)
+            return path
         path = run_dir(job)
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -285,6 +305,7 @@ class Sweep:
         if run.pruned and run.dir is not None:  # its process is gone: the request is answered
             (run.dir / STOP_FILE).unlink(missing_ok=True)
         step, value = run.reports.last if run.reports is not None else (None, None)
+        crash_point("job-ended")
         ret = self.recorder.ended(
             job,
             outcome,
@@ -298,6 +319,7 @@ class Sweep:
             memory=(run.peak_mb or None, run.cap_mb),
         )
         status = status_of(outcome)
+        crash_point("recorded")  # in results.jsonl; the source (a study) not yet told
         self.source.ended(run.key, JobEnd(ret, status, step, value, job.num))
         seconds = time.monotonic() - run.started
         label = f"{device_label(where)}  {job.label}  {seconds:.1f}s"

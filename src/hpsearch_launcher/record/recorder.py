@@ -17,10 +17,13 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
+from ..contract import REPORTS_FILE
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
+from .adopt import Adopter
 from .lock import SweepLock
+from .reports import ReportReader
 from .rows import (
     LAST_STEP,
     LAST_VALUE,
@@ -59,6 +62,7 @@ class Recorder:
         self.reused: set[int] = set()  # earlier rows already handed to a job of this run
         # How earlier runs wrote run_dir (relative or absolute): this run's rows follow it.
         self.run_dir_like = next((d for r in table.rows.values() if (d := r.get("run_dir"))), "")
+        self.adopter = Adopter(table.rows)  # ends a killed run left in run dirs, unrecorded
 
     def resumable(self) -> dict[str, list[dict[str, str]]]:
         """Earlier runs' finished rows not yet reused, by config hash, in job order."""
@@ -83,6 +87,27 @@ class Recorder:
             row["status"] = Status.RESUMED.value
         self.table.put(row, job.params)
         return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
+
+    def adopt(self, job: Job) -> tuple[JobReturn, list[tuple[int, float]]] | None:
+        """A job whose end a killed run of the sweep left in its run dir, unrecorded: recorded
+        now as completed, not run again. Its return, and what it reported, for the source."""
+        adopted = self.adopter.find(job)
+        if adopted is None:
+            return None
+        reports = ReportReader(adopted.run_dir / REPORTS_FILE)
+        points = reports.read()
+        ret = make_return(job, JobStatus.COMPLETED, adopted.value, str(adopted.run_dir))
+        ret = self.ended(
+            job,
+            Outcome(Ending.RETURNED, job_return=ret),
+            device="",
+            started=adopted.ended,
+            attempts=1,
+            run_dir=adopted.run_dir,
+            errors=[],
+            last=reports.last,
+        )
+        return ret, points
 
     def free_run_dir(self, job: Job, path: Path) -> None:
         """Before `job` claims `path`: move an earlier run's unfinished attempt of its config

@@ -5,12 +5,18 @@ job that already finished is not run again, and a config held twice by one sweep
 two rows. Columns, left to right: `job`, the swept parameters, `status`, the values (what the
 task returned, and its metrics.json's `final` numbers), then the fixed TAIL. No pandas here:
 the sweep process writes this file, and it stays light.
+
+The truth is the journal beside it (results.jsonl, journal.py): every change to a row is
+appended there, fsynced, before anyone hears of it; results.csv is its view, rewritten whole and
+atomically from it now and then and always at the end, and rebuilt when a sweep finds it lagging.
+A swept key named like a fixed column gets the column `param:KEY` (param_column).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -18,7 +24,12 @@ from pathlib import Path
 from hydra.errors import CompactHydraException
 
 from ..atomic import write_text_atomic
+from ..crash_points import crash_point
 from ..outcome import FINAL, STATUSES, SUPERSEDED
+from .journal import FILENAME as JOURNAL_FILENAME
+from .journal import Journal
+
+log = logging.getLogger("hpsearch.launcher")
 
 FILENAME = "results.csv"
 STATUS = "status"
@@ -35,6 +46,8 @@ TAIL = (
     "error",
     "return",  # the task's return value as JSON: what resume hands the sweeper again
 )
+FIXED = ("job", STATUS, *TAIL)  # a swept key of one of these names is kept apart: param_column
+PARAM_PREFIX = "param:"  # no Hydra override key holds a colon: `param:error` is no other key's
 REQUIRED = ("job", STATUS, "run_dir", "config_hash")
 # While jobs end, the file is rewritten at most this often (each rewrite is the whole file,
 # fsync'd); the sweep always writes it when it ends, is stopped, or fails.
@@ -47,6 +60,12 @@ MAX_SAVE_INTERVAL_S = 10.0
 
 class ResultsFileError(CompactHydraException):
     """A results.csv this launcher cannot read: the message names the file, the problem, the fix."""
+
+
+def param_column(key: str) -> str:
+    """The column of swept key `key`: its own name, or `param:KEY` where that is a fixed
+    column's (a parameter named `error` must not overwrite the error column)."""
+    return f"{PARAM_PREFIX}{key}" if key in FIXED else key
 
 
 class ResultsTable:
@@ -66,12 +85,21 @@ class ResultsTable:
         self.params: list[str] = list(params)
         self.values: list[str] = list(values)
         self.rows: dict[int, dict[str, str]] = {int(r["job"]): dict(r) for r in rows}
+        self.journal = Journal(path.with_name(JOURNAL_FILENAME))
 
     @classmethod
     def load(cls, sweep_dir: Path) -> ResultsTable:
-        """The sweep dir's table; empty if it has none. Raises ResultsFileError, in one line,
-        for a file this launcher did not write or that was edited since."""
+        """The sweep dir's table, from its journal where it has one (the truth: results.csv
+        may lag behind it), else from results.csv; empty if it has neither. Raises
+        ResultsFileError, in one line, for a results.csv this launcher did not write or that
+        was edited since."""
         path = sweep_dir / FILENAME
+        journal = sweep_dir / JOURNAL_FILENAME
+        if journal.exists():
+            record = Journal.read(journal)
+            table = cls(path, record.rows.values(), record.params)
+            table.values = _value_columns(table.rows, table.params)
+            return table
         if not path.exists():
             return cls(path)
         try:
@@ -81,11 +109,14 @@ class ResultsTable:
                 rows = list(reader)
         except (OSError, UnicodeDecodeError, csv.Error) as err:
             raise _unreadable(path, f"cannot be read ({err})") from None
+        if not fields:
+            log.warning("hpsearch: %s is empty (a kill before its first write): no rows", path)
+            return cls(path)
         missing = [c for c in REQUIRED if c not in fields]
         if missing:
             raise _unreadable(path, f"has no {', '.join(missing)} column")
         status_at = fields.index(STATUS)
-        params = [c for c in fields[1:status_at] if c not in TAIL]
+        params = fields[1:status_at]
         values = [c for c in fields[status_at + 1 :] if c not in TAIL]
         seen: set[int] = set()
         for line, row in enumerate(rows, start=2):
@@ -108,19 +139,41 @@ class ResultsTable:
         return by_hash
 
     def put(self, row: Mapping[str, object], params: Mapping[str, str]) -> None:
-        """Record a job's row (replacing its earlier row, if any); the file is rewritten now,
-        or within SAVE_INTERVAL_S by `flush` (the sweep's loop calls it)."""
-        for key in params:
-            if key not in self.params:
-                self.params.append(key)
-        fixed = {"job", STATUS, *TAIL}
+        """Record a job's row (replacing its earlier row, if any): in the journal, fsynced,
+        before this returns; in results.csv now, or within SAVE_INTERVAL_S by `flush` (the
+        sweep's loop calls it). `params`: the job's swept keys and values."""
+        columns = {param_column(k): v for k, v in params.items()}
+        for column in columns:
+            if column not in self.params:
+                self.params.append(column)
         for key in row:
-            if key not in fixed and key not in self.values and key not in self.params:
+            if key not in FIXED and key not in self.values and key not in self.params:
                 self.values.append(key)
-        cells = {k: "" if v is None else str(v) for k, v in row.items()} | dict(params)
-        self.rows[int(str(row["job"]))] = cells
+        cells = {k: "" if v is None else str(v) for k, v in row.items()} | columns
+        self._record([cells])
+        self.rows[int(cells["job"])] = cells
         self._dirty = True
         self.flush()
+
+    def keep(self) -> None:
+        """The sweep's own table, at its start: its journal holds every row (one is begun
+        from an older sweep's results.csv), a results.csv that lags behind is rebuilt, and a
+        rewrite a kill cut short (its temporary file) is removed: the sweep dir is held."""
+        for stale in self.path.parent.glob(f".{FILENAME}.*"):
+            stale.unlink(missing_ok=True)
+        if not self.journal.path.exists() and self.rows:
+            self._record([self.rows[n] for n in sorted(self.rows)])
+        lags = not self.path.exists() or self._text() != self.path.read_text()
+        if self.rows and lags:
+            log.info(
+                "hpsearch: %s lagged behind %s (the sweep was killed): rebuilt from it",
+                self.path,
+                self.journal.path.name,
+            )
+            self.save()
+
+    def _record(self, rows: list[dict[str, str]]) -> None:
+        self.journal.append(rows, self.params)
 
     def flush(self, force: bool = False) -> None:
         """Write the file if rows changed since the last write and it is time (or `force`)."""
@@ -139,15 +192,21 @@ class ResultsTable:
             if earlier and row.get(STATUS) not in (*FINAL, SUPERSEDED):
                 row["error"] = f"{row.get(STATUS)}: {row.get('error', '')}; re-run as job {by_job}"
                 row[STATUS] = SUPERSEDED
+                self._record([row])
 
     def relocate(self, nums: Iterable[int], run_dir: Path) -> None:
         """Point these rows at `run_dir`, where their run dir was moved; written at once, so
         the file never names a dir that holds another job's run."""
         for num in nums:
             self.rows[num]["run_dir"] = str(run_dir)
+            self._record([self.rows[num]])
         self.save()
 
     def save(self) -> None:
+        write_text_atomic(self.path, self._text(), lambda: crash_point("csv-written"))
+        self._saved, self._dirty = time.monotonic(), False
+
+    def _text(self) -> str:
         columns = ["job", *self.params, STATUS, *self.values, *TAIL]
         text = io.StringIO()
         writer = csv.DictWriter(
@@ -157,19 +216,34 @@ class ResultsTable:
         for num in sorted(self.rows):
             row = self.rows[num]
             writer.writerow({c: _one_line(row.get(c, "")) for c in columns})
-        write_text_atomic(self.path, text.getvalue())
-        self._saved, self._dirty = time.monotonic(), False
+        return text.getvalue()
 
     def set_aside(self) -> Path | None:
-        """Move an existing results.csv out of the way, unread (resume=false): it is kept as
-        results.csv.bak (or .bak2, ...), never overwritten. Returns where it went."""
-        if not self.path.exists():
-            return None
-        n = 1
-        while (target := self.path.with_name(f"{FILENAME}.bak{n if n > 1 else ''}")).exists():
-            n += 1
-        self.path.rename(target)
-        return target
+        """Move an existing results.csv and its journal out of the way, unread (resume=false):
+        kept as results.csv.bak and results.jsonl.bak (or .bak2, ...), never overwritten.
+        Returns where results.csv went (or its journal, if it had no results.csv)."""
+        self.journal.close()
+        moved = [_set_aside(p) for p in (self.journal.path, self.path)]
+        return moved[1] or moved[0]
+
+
+def _set_aside(path: Path) -> Path | None:
+    if not path.exists():
+        return None
+    n = 1
+    while (target := path.with_name(f"{path.name}.bak{n if n > 1 else ''}")).exists():
+        n += 1
+    path.rename(target)
+    return target
+
+
+def _value_columns(rows: Mapping[int, Mapping[str, str]], params: list[str]) -> list[str]:
+    """The value columns of rows read from a journal: neither fixed nor a parameter, in the
+    order jobs first gave them."""
+    values: dict[str, None] = {}
+    for num in sorted(rows):
+        values |= {k: None for k in rows[num] if k not in FIXED and k not in params}
+    return list(values)
 
 
 def _row_problem(row: Mapping[str | None, object], width: int, seen: set[int]) -> str:

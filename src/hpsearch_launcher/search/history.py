@@ -4,8 +4,7 @@ continues it.
 - In memory: the finished trials of the sweep dir's results.csv are told to the new study first
   (with the curves their jobs reported), so the sampler and the pruner keep what they learned;
   an interrupted trial's values are queued to run again.
-- In a storage: the study is the record. A trial it holds RUNNING whose sweep is gone (killed)
-  is marked failed; every trial an interruption cut short is queued to run again, once.
+- In a storage: the study and the sweep dir's record are reconciled (reconcile.py).
 """
 
 from __future__ import annotations
@@ -15,12 +14,10 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import optuna
-import psutil
 from optuna.trial import FrozenTrial, TrialState
 
 from ..contract import REPORTS_FILE
@@ -28,7 +25,7 @@ from ..outcome import Status
 from ..plan.naming import split_override
 from ..record.progress import counted
 from ..record.reports import ReportReader
-from ..record.table import ResultsTable
+from ..record.table import ResultsTable, param_column
 from .objective import objective_values
 from .space import SearchSpace
 
@@ -40,7 +37,7 @@ INTERRUPTED = "hpsearch_interrupted"  # true: failed only because its sweep was 
 RERUN_OF = "hpsearch_rerun_of"  # the number of the interrupted trial this one runs again
 ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
-_STATES = {
+STATES = {
     Status.COMPLETED.value: TrialState.COMPLETE,
     Status.RESUMED.value: TrialState.COMPLETE,
     Status.PRUNED.value: TrialState.PRUNED,
@@ -68,15 +65,15 @@ def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> 
     for num in sorted(table.rows):
         row = table.rows[num]
         status = row.get("status", "")
-        params = _params(space, row)
+        params = row_params(space, row)
         if status == Status.SUPERSEDED.value:
             continue  # run again by a later row, which holds the result
         if params is None:
             skipped += 1
         elif status == Status.INTERRUPTED.value:
             again.append(params)
-        elif status in _STATES:
-            told.append(_trial(space, params, row, len(study.directions)))
+        elif status in STATES:
+            told.append(row_trial(space, params, row, len(study.directions)))
     study.add_trials(told)
     for params in again:  # after: the told trials keep the rows' order, numbered from 0
         study.enqueue_trial(params)
@@ -90,26 +87,27 @@ def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> 
         )
 
 
-def _params(space: SearchSpace, row: Mapping[str, str]) -> dict[str, Any] | None:
+def row_params(space: SearchSpace, row: Mapping[str, str]) -> dict[str, Any] | None:
     """The row's trial values; None for a row outside this search: a value outside the space,
     or a key fixed now that the row has another value for (it was searched then)."""
     for override in space.fixed:
         key, text = split_override(override)
-        if text is not None and row.get(key, text) != text:
+        if text is not None and row.get(param_column(key), text) != text:
             return None
     params = {}
     for name, param in space.params.items():
-        value = param.value_of(row[name]) if name in row else None
+        column = param_column(name)
+        value = param.value_of(row[column]) if column in row else None
         if value is None:
             return None
         params[name] = value
     return params
 
 
-def _trial(
+def row_trial(
     space: SearchSpace, params: dict[str, Any], row: Mapping[str, str], n_objectives: int
 ) -> FrozenTrial:
-    state = _STATES[row["status"]]
+    state = STATES[row["status"]]
     values = None
     if state is TrialState.COMPLETE:
         try:
@@ -132,50 +130,3 @@ def _reports(run_dir: Path) -> dict[int, float]:
     for step, value in ReportReader(run_dir / REPORTS_FILE).read():
         curve.setdefault(step, value)
     return curve
-
-
-def recover_storage(study: optuna.Study, storage: optuna.storages.BaseStorage) -> None:
-    """Mark failed the trials a killed sweep left RUNNING, and queue every interrupted trial
-    not yet queued. A trial that a live sweep on this host, or any sweep on another host,
-    runs is left alone (a study may be shared)."""
-    here = socket.gethostname()
-    stale, elsewhere = [], 0
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = str(trial.user_attrs.get(OWNER, ""))
-        host, _, pid = owner.rpartition(":")
-        if owner and host != here:
-            elsewhere += 1
-        elif not (owner and pid.isdigit() and _alive(int(pid), trial.datetime_start)):
-            stale.append(trial)
-    for trial in stale:
-        # FrozenTrial keeps the storage's id of the trial: the storage's own calls need it.
-        storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
-        study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-    trials = study.get_trials(deepcopy=False)
-    queued = {t.user_attrs.get(RERUN_OF) for t in trials}
-    again = [
-        t
-        for t in trials
-        if t.state is TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in queued
-    ]
-    for trial in again:
-        study.enqueue_trial(dict(trial.params), user_attrs={RERUN_OF: trial.number})
-    if stale or again or elsewhere:
-        log.info(
-            "hpsearch: study %r: %d trials a stopped sweep left running marked failed; %d "
-            "interrupted trials to run again%s",
-            study.study_name,
-            len(stale),
-            len(again),
-            f"; {elsewhere} running on other hosts left alone" if elsewhere else "",
-        )
-
-
-def _alive(pid: int, since: datetime | None) -> bool:
-    """Whether the sweep process `pid`, which asked a trial at `since`, still runs (a process
-    made later only reuses its pid)."""
-    try:
-        made = psutil.Process(pid).create_time()
-    except psutil.Error:
-        return False
-    return since is None or made <= since.timestamp() + 1

@@ -27,8 +27,9 @@ from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
 from .deprecated import params_of_search_space
-from .history import ended_count, recover_storage, replay_results
+from .history import ended_count, replay_results
 from .optuna_source import Extend, OptunaSource
+from .reconcile import reconcile_storage
 from .settings import SearchSettingsError, parse_settings
 from .space import SearchSpace, SearchSpaceError, grid_of, parse_space
 from .study import open_storage, open_study
@@ -116,7 +117,7 @@ def open_search(
         str(sweep_dir.resolve()),
     )
     if settings.storage is not None:
-        recover_storage(study, storage)
+        reconcile_storage(study, storage, space, sweep_dir)
     elif replay:
         replay_results(study, space, sweep_dir)
     if settings.sampler.seed is not None and study.trials:

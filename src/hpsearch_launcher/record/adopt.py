@@ -1,0 +1,82 @@
+"""Ends a killed sweep never heard of: a job's process writes its return value into its run
+dir (END_FILE) before it exits; if the sweep died before recording that end, a resumed sweep
+adopts it instead of running the job again.
+
+An end is adopted by the job of the same overrides, from a run dir named after them (`lr=0.1`,
+`lr=0.1~2`, ...) that no results row names yet: each end is adopted once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..contract import END_FILE
+from ..plan.jobs import Job, sweep_dir
+from ..plan.naming import suffixed
+
+log = logging.getLogger("hpsearch.launcher")
+
+
+@dataclass(frozen=True)
+class Adopted:
+    run_dir: Path
+    value: Any  # what the task returned
+    ended: float  # when its process wrote the end (epoch s)
+
+
+class Adopter:
+    """Finds unrecorded ends for the jobs a sweep is about to run."""
+
+    def __init__(self, rows: Mapping[int, Mapping[str, str]]) -> None:
+        self._rows = rows
+        self._named: set[Path] | None = None  # run dirs results rows name, resolved
+
+    def find(self, job: Job) -> Adopted | None:
+        """The end of `job`'s overrides a killed run left unrecorded, if there is one."""
+        if not job.name:  # a run dir the user's hydra.sweep.subdir names (by job number, say)
+            return None
+        named = self._named_dirs()
+        for path in _existing(sweep_dir(job), job.name):
+            if path.resolve() in named:
+                continue
+            end = _read_end(path)
+            if end is not None and end.get("overrides") == list(job.overrides):
+                named.add(path.resolve())
+                return Adopted(path, end.get("return"), (path / END_FILE).stat().st_mtime)
+        return None
+
+    def claimed(self, path: Path) -> None:
+        """A job of this run took `path`: its end is this run's to record, never adopted."""
+        self._named_dirs().add(path.resolve())
+
+    def _named_dirs(self) -> set[Path]:
+        if self._named is None:
+            dirs = (row.get("run_dir", "") for row in self._rows.values())
+            self._named = {Path(d).resolve() for d in dirs if d}
+        return self._named
+
+
+def _existing(parent: Path, name: str) -> Iterable[Path]:
+    """`parent/name`, `parent/name~2`, ... while they exist."""
+    for candidate in suffixed(name):
+        path = parent / candidate
+        if not path.is_dir():
+            return
+        yield path
+
+
+def _read_end(path: Path) -> dict[str, Any] | None:
+    """The end file's content; None if there is none, or it is not whole JSON (said once)."""
+    try:
+        data = json.loads((path / END_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        log.warning("hpsearch: %s is cut or unreadable (%s): that job runs again", path, err)
+        return None
+    return data if isinstance(data, dict) else None
