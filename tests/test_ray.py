@@ -35,6 +35,14 @@ from ray.cluster_utils import Cluster  # noqa: E402
 # (`--dist loadgroup`), since Ray's clusters share /tmp/ray and its default ports.
 pytestmark = pytest.mark.xdist_group("ray")
 
+
+def test_the_ray_tests_run_one_at_a_time_on_one_worker(request: pytest.FixtureRequest) -> None:
+    """Two Ray clusters at once on 2 cores time out, and `address=auto` finds the other
+    test's: under xdist's loadgroup every test here carries the group in its id."""
+    if request.config.getoption("loadgroup", False):  # an xdist worker under loadgroup
+        assert request.node.nodeid.endswith("@ray"), "xdist_group is not honoured"
+
+
 PLACEMENT = re.compile(r"^(?P<gpu>[\d,]+|cpu)@[\d.]+/(?P<node>[0-9a-f]{8})$")
 RAY_TASK = "ray::hpsearch job "  # a Ray worker's process title while it runs one of our jobs
 

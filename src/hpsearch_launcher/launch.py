@@ -120,8 +120,11 @@ def _sweep(
         recorder = _records(launcher, config, settings)
         feed = prepare(config, settings, recorder)
         execution = execution or _ray(settings, task, config)
-        if opened and not settings.resume:  # the sweep will run: nothing refused it
-            set_aside_earlier(recorder.table)
+        if opened:  # the sweep will run: nothing refused it
+            if settings.resume:
+                recorder.table.keep()
+            else:
+                set_aside_earlier(recorder.table)
         _announce(execution, feed.what, config)
         sweep = Sweep(settings, execution, recorder, feed.source, feed.make_job, feed.total)
         _run(sweep, config)
@@ -238,13 +241,12 @@ def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     lock = hold_sweep_dir(sweep_dir)  # before results.csv is read or set aside
     if settings.resume:
-        table = ResultsTable.load(sweep_dir)
-        table.keep()
+        table = ResultsTable.load(sweep_dir)  # kept (written) once nothing refused the sweep
         first = table.max_job() + 1
     else:
         table, first = ResultsTable(sweep_dir / FILENAME), 0
     table.min_interval = SAVE_INTERVAL_S  # 1,000 jobs ending must not mean 1,000 rewrites
-    return Recorder(table, first, lock)
+    return Recorder(table, first, lock, settings.resume)
 
 
 def set_aside_earlier(table: ResultsTable) -> None:

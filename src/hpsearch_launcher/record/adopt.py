@@ -50,6 +50,21 @@ class Adopter:
                 return Adopted(path, end.get("return"), (path / END_FILE).stat().st_mtime)
         return None
 
+    def unrecorded(self, sweep_dir: Path) -> list[list[str]]:
+        """The overrides of each end, in the order they ended, that a killed run left in a run
+        dir of `sweep_dir` no row names: a search whose study died with that run (in memory)
+        asks them first again, so that they are adopted, neither lost nor run twice."""
+        named = self._named_dirs()
+        ends: list[tuple[float, list[str]]] = []
+        for path in sorted(sweep_dir.iterdir()) if sweep_dir.is_dir() else ():
+            if not path.is_dir() or path.resolve() in named:
+                continue
+            end = _read_end(path)
+            overrides = end.get("overrides") if end is not None else None
+            if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
+                ends.append(((path / END_FILE).stat().st_mtime, overrides))
+        return [overrides for _, overrides in sorted(ends, key=lambda end: end[0])]
+
     def claimed(self, path: Path) -> None:
         """A job of this run took `path`: its end is this run's to record, never adopted."""
         self._named_dirs().add(path.resolve())

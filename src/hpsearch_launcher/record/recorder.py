@@ -51,7 +51,11 @@ class Recorder:
     writes each job's row into the table, and knows which earlier rows resume may reuse."""
 
     def __init__(
-        self, table: ResultsTable, first_new_job: int, lock: SweepLock | None = None
+        self,
+        table: ResultsTable,
+        first_new_job: int,
+        lock: SweepLock | None = None,
+        resume: bool = True,
     ) -> None:
         self.table = table
         self.lock = lock  # the sweep dir, this sweep's while the records are kept
@@ -63,6 +67,7 @@ class Recorder:
         # How earlier runs wrote run_dir (relative or absolute): this run's rows follow it.
         self.run_dir_like = next((d for r in table.rows.values() if (d := r.get("run_dir"))), "")
         self.adopter = Adopter(table.rows)  # ends a killed run left in run dirs, unrecorded
+        self.resume = resume  # False: nothing an earlier run left is reused, adopted ends too
 
     def resumable(self) -> dict[str, list[dict[str, str]]]:
         """Earlier runs' finished rows not yet reused, by config hash, in job order."""
@@ -90,8 +95,9 @@ class Recorder:
 
     def adopt(self, job: Job) -> tuple[JobReturn, list[tuple[int, float]]] | None:
         """A job whose end a killed run of the sweep left in its run dir, unrecorded: recorded
-        now as completed, not run again. Its return, and what it reported, for the source."""
-        adopted = self.adopter.find(job)
+        now as completed, not run again. Its return, and what it reported, for the source.
+        None with resume=false: an earlier run's end is not this sweep's."""
+        adopted = self.adopter.find(job) if self.resume else None
         if adopted is None:
             return None
         reports = ReportReader(adopted.run_dir / REPORTS_FILE)

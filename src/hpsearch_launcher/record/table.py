@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -80,7 +81,7 @@ class ResultsTable:
     ) -> None:
         self.path = path
         self.min_interval = 0.0  # a sweep sets SAVE_INTERVAL_S: puts then write at most so often
-        self._saved = -SAVE_INTERVAL_S  # monotonic time of the last write
+        self._saved = -math.inf  # monotonic time of the last write (never: the first is due)
         self._dirty = False
         self.params: list[str] = list(params)
         self.values: list[str] = list(values)
@@ -161,8 +162,9 @@ class ResultsTable:
         rewrite a kill cut short (its temporary file) is removed: the sweep dir is held."""
         for stale in self.path.parent.glob(f".{FILENAME}.*"):
             stale.unlink(missing_ok=True)
-        if not self.journal.path.exists() and self.rows:
+        if not self.journal.path.exists() and self.rows:  # begun from results.csv: it is whole
             self._record([self.rows[n] for n in sorted(self.rows)])
+            return
         lags = not self.path.exists() or self._text() != self.path.read_text()
         if self.rows and lags:
             log.info(

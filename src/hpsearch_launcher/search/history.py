@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..contract import REPORTS_FILE
 from ..outcome import Status
 from ..plan.naming import split_override
+from ..record.adopt import Adopter
 from ..record.progress import counted
 from ..record.reports import ReportReader
 from ..record.table import ResultsTable, param_column
@@ -74,17 +75,29 @@ def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> 
             again.append(params)
         elif status in STATES:
             told.append(row_trial(space, params, row, len(study.directions)))
+    # Ends the killed run left unrecorded: asked first, each is adopted from its run dir.
+    ended = [
+        p for o in Adopter(table.rows).unrecorded(sweep_dir) if (p := override_params(space, o))
+    ]
     study.add_trials(told)
-    for params in again:  # after: the told trials keep the rows' order, numbered from 0
+    for params in [*ended, *again]:  # after: the told trials keep the rows' order, from 0
         study.enqueue_trial(params)
-    if told or again or skipped:
+    if told or again or skipped or ended:
         log.info(
-            "hpsearch: resumed the search from %s: %s told to the study, %s to run again%s",
+            "hpsearch: resumed the search from %s: %s told to the study, %s to run again, "
+            "%s to adopt%s",
             table.path,
             counted(len(told), "trial"),
             counted(len(again), "interrupted one"),
+            counted(len(ended), "unrecorded end"),
             f"; {skipped} rows outside this search space left out" if skipped else "",
         )
+
+
+def override_params(space: SearchSpace, overrides: list[str]) -> dict[str, Any] | None:
+    """The trial values a job's overrides hold; None outside this search (as row_params)."""
+    texts = (split_override(o) for o in overrides)
+    return row_params(space, {param_column(k): v for k, v in texts if v is not None})
 
 
 def row_params(space: SearchSpace, row: Mapping[str, str]) -> dict[str, Any] | None:
