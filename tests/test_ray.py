@@ -6,6 +6,7 @@ only the GPUs are declared, so jobs get Ray's CUDA_VISIBLE_DEVICES but no GPU be
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import signal
@@ -233,9 +234,9 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert "ValueError: probe asked to raise" in stderr  # the traceback, where users look
     assert not (tmp_path / "sweep" / ".hpsearch-sweep").exists()
     # Each worker was used once and is gone; the hang job's grandchild went with its worker.
-    time.sleep(1)
-    assert not [r["pid"] for r in records if psutil.pid_exists(r["pid"])]
-    assert not _processes_with(RAY_TASK)
+    pids = [r["pid"] for r in records]
+    _wait_for(lambda: not [p for p in pids if psutil.pid_exists(p)], 30, "the workers to end")
+    _wait_for(lambda: not _processes_with(RAY_TASK), 30, "the sweep's Ray workers to end")
     assert not _processes_with("time.sleep(600)")  # the hang job's grandchild
 
 
@@ -300,11 +301,15 @@ def test_a_node_that_does_not_see_the_sweeps_mark_fails_its_jobs_with_the_reason
     assert not (tmp_path / "sweep" / "x=2" / "stderr.log").exists()  # it wrote nothing there
 
 
-def _processes_with(text: str) -> list[psutil.Process]:
+def _processes_with(text: str, tag: str | None = None) -> list[psutil.Process]:
+    """Live processes whose command line holds `text`; with `tag`, only those of that test's
+    runner (other tests on other workers run hanging probes too)."""
     found = []
     for proc in psutil.process_iter():
         try:
-            if text in " ".join(proc.cmdline()) and proc.status() != psutil.STATUS_ZOMBIE:
+            if text not in " ".join(proc.cmdline()) or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if tag is None or proc.environ().get("HPS_TEST_TAG") == tag:
                 found.append(proc)
         except psutil.Error:
             continue
@@ -430,7 +435,9 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
         _wait_for(
             lambda: (marks / "start-0").exists() and (marks / "start-1").exists(), 60, "2 jobs"
         )
-        _wait_for(lambda: len(_processes_with("time.sleep(600)")) >= 2, 30, "2 grandchildren")
+        # The cluster's workers are not the runner's: their jobs' children carry no tag.
+        hanging = functools.partial(_processes_with, "time.sleep(600)")
+        _wait_for(lambda: len(hanging()) >= 2, 30, "2 grandchildren")
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signum, out
@@ -440,7 +447,7 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
         # Nothing of the sweep is left: no task running, its workers and their children gone,
         # and the cluster's GPU all free again (asked by a new driver).
         _wait_for(lambda: not _processes_with(RAY_TASK), 15, "the sweep's Ray workers to end")
-        assert not _processes_with("time.sleep(600)")
+        assert not hanging()
         free = subprocess.run(
             [
                 sys.executable,
@@ -465,8 +472,9 @@ def test_a_killed_sweep_leaves_nothing_of_its_own_ray(runner: Runner, marks: Pat
     proc = runner.popen(
         [*runner.probe_sweep(marks, "x=1,2", "mode=hang"), "hydra.launcher.backend=ray"]
     )
-    _wait_for(lambda: len(_processes_with("time.sleep(600)")) >= 2, 60, "2 jobs' grandchildren")
-    assert len(_processes_with(RAY_TASK)) == 2
+    hanging = functools.partial(_processes_with, "time.sleep(600)", runner.tag)
+    _wait_for(lambda: len(hanging()) >= 2, 60, "2 jobs' grandchildren")
+    assert len(_processes_with(RAY_TASK, runner.tag)) == 2
     proc.kill()
     proc.communicate(timeout=30)
     left = wait_no_tagged(runner.tag, within=30)  # every process of it carries the tag
