@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import settings_reference  # noqa: E402 - a tool, found on its own path
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
 README = (ROOT / "README.md").read_text()
 # The README's two commands (the main job, the tests), whole, on one line each.
 TWO_COMMANDS = re.findall(
