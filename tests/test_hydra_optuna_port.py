@@ -5,7 +5,7 @@ Its example apps and configs are in tests/apps/hydra_optuna/: the configs byte f
 for the sweeper's name (`override hydra/sweeper: hpsearch`), the apps as v1.3.2 ships them (ruff
 wrote multi-objective.py's `Tuple` as `tuple`). Each example runs with Hydra's basic
 launcher and with hpsearch's. Where hpsearch differs on purpose, the test says so (and the
-README's "Coming from hydra/sweeper=optuna" lists it):
+docs/search.md's "Coming from hydra/sweeper=optuna" lists it):
 - optimization_results.yaml's `name` is `hpsearch`, not `optuna` (it adds `study_name`);
 - the grid includes a range's stop, as every other sampler's range does (Hydra's grid drops it);
 - a search with nothing to search is refused (Hydra's runs n_trials copies of the task);

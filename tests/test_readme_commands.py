@@ -1,8 +1,9 @@
-"""Every shell command in the README's bash blocks goes through bash: a command that bash
-rejects (an unquoted `(`) fails the suite. Each block runs as the user would paste it, in a
-fresh directory where `.venv` is this test's own environment, the hpsearch commands with tiny
-sizes; a command that needs the network, a cluster, a GPU or hours is syntax-checked only,
-for the reason its SKIP entry gives."""
+"""Every shell command in the bash blocks of the README and of the docs/ pages goes through
+bash: a command that bash rejects (an unquoted `(`) fails the suite. Each block runs as the
+user would paste it, in a fresh directory where `.venv` is this test's own environment, the
+hpsearch commands with tiny sizes; a command that needs the network, a cluster, a GPU or hours
+is syntax-checked only, for the reason its SKIP entry gives. The docs/ pages are read after
+the README, in the shell it activated (they say their commands run in that environment)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import Runner
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+# The README first: its reader makes and activates the environment the docs pages use.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # Checked with `bash -n` only: (pattern at a command's start, why it is not run here).
 SKIP: list[tuple[str, str]] = [
@@ -26,6 +29,11 @@ SKIP: list[tuple[str, str]] = [
     (r"(\.venv/bin/)?python -m pytest\b", "the suite itself: it would run inside itself"),
     (r"(\.venv/bin/)?python (-u )?bench/", "a benchmark: minutes of timing, not a check"),
     (r"tools/mutation\.sh\b", "mutation testing: hours"),
+    (r"\.venv/bin/(ruff|mypy)\b", "lint and types of the checkout: .ci/run runs them"),
+    (
+        r"\.venv/bin/python tools/",
+        "a check of the checkout's own files (.ci/run and tests/test_docs.py run them)",
+    ),
     (r"ray start\b", "starts a Ray cluster node (tests/test_ray.py runs the backend)"),
     (r".*hydra\.launcher\.ray\.address=auto", "joins a running Ray cluster"),
     (
@@ -45,7 +53,7 @@ SMALLER = {"hydra.sweeper.n_trials": "2"}
 
 
 def bash_blocks(text: str) -> list[str]:
-    """The README's ```bash blocks, dedented (a block inside a list item is indented)."""
+    """A page's ```bash blocks, dedented (a block inside a list item is indented)."""
     found = re.findall(r"^( *)```bash\n(.*?)^\1```", text, flags=re.S | re.M)
     return [textwrap.dedent(body) for _, body in found]
 
@@ -115,21 +123,25 @@ def scripts(blocks: list[str]) -> list[str]:
     return runs
 
 
-BLOCKS = bash_blocks(README)
+PAGE_BLOCKS = [(page.name, block) for page in PAGES for block in bash_blocks(page.read_text())]
+BLOCKS = [block for _, block in PAGE_BLOCKS]
 
 
-def test_the_readme_has_its_bash_blocks() -> None:
-    assert len(BLOCKS) >= 6 and all(commands(b) for b in BLOCKS)
+def test_the_readme_and_the_docs_have_their_bash_blocks() -> None:
+    readme = bash_blocks(PAGES[0].read_text())
+    assert len(readme) >= 6 and len(BLOCKS) >= 10 and all(commands(b) for b in BLOCKS)
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[commands(b)[0][:40] for b in BLOCKS])
+@pytest.mark.parametrize(
+    "block", BLOCKS, ids=[f"{name}:{commands(b)[0][:40]}" for name, b in PAGE_BLOCKS]
+)
 def test_every_readme_command_is_valid_bash_and_known_here(block: str) -> None:
     """`bash -n` on each command: what bash would refuse before anything ran (the search
     example's unquoted `model=choice(mlp,cnn)` did). Each command part either runs in the
     slow test below or is skipped for a stated reason: a new kind of command must say which."""
     for command in commands(block):
         checked = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True)
-        assert checked.returncode == 0, f"bash rejects the README's {command!r}: {checked.stderr}"
+        assert checked.returncode == 0, f"bash rejects the docs' {command!r}: {checked.stderr}"
         for part in parts(command):
             known = skip_reason(part) is not None or re.match(RUN, part)
             assert known, f"{part!r}: add it to RUN or SKIP in {Path(__file__).name}"

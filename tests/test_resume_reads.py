@@ -196,7 +196,7 @@ def test_an_optuna_study_kept_in_its_sweep_dir_and_its_best_named_apart(
         assert result.returncode == 0, result.stdout
         return result.stdout
 
-    # As the README has it: the study in the sweep dir, which exists before Optuna opens it.
+    # As docs/search.md has it: the study in the sweep dir, which exists before Optuna opens it.
     run("first", "sqlite:///${hydra.sweep.dir}/study.db", seed=1)
     assert (tmp_path / "first" / "study.db").exists()
     # The same study, run again into another sweep dir: two bests, each named for what it is.

@@ -236,7 +236,7 @@ class Beats(threading.Event):
 
 
 def test_a_live_holder_beats_every_10_s_well_within_the_stale_age(tmp_path: Path) -> None:
-    """The README's promise: rewritten every 10 s, judged gone only at 60 s old, so a live
+    """docs/resume.md's promise: rewritten every 10 s, judged gone only at 60 s old, so a live
     sweep on another host is never taken for a dead one (a beat or more may be late)."""
     path = tmp_path / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)

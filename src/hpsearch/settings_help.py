@@ -15,13 +15,18 @@ import re
 import textwrap
 from typing import Any
 
+from omegaconf import MISSING
+
 from hpsearch_launcher.config import LauncherSettings
-from hpsearch_launcher.search.config import SearchSettings
+from hpsearch_launcher.search.config import SWEEPER_DEFAULTS, SearchSettings
 
 RESOLVER = "hpsearch_settings"
 NAME_WIDTH = 24  # the name column, as the help's other lists have it
 LINE_WIDTH = 100
 SETTINGS: dict[str, type] = {"launcher": LauncherSettings, "sweeper": SearchSettings}
+# A config-group setting (the sweeper's `sampler`) is MISSING in its class: its default is the
+# option Hydra's defaults list picks.
+GROUP_DEFAULTS: dict[str, str] = {k: v for entry in SWEEPER_DEFAULTS for k, v in entry.items()}
 
 
 def field_comments(cls: type) -> dict[str, str]:
@@ -41,12 +46,16 @@ def field_comments(cls: type) -> dict[str, str]:
     return comments
 
 
-def _value(f: dataclasses.Field[Any]) -> Any:
+def field_value(f: dataclasses.Field[Any]) -> Any:
+    """The field's default value (a fresh one from its factory)."""
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
-def _default(f: dataclasses.Field[Any]) -> str:
-    value = _value(f)
+def default_text(f: dataclasses.Field[Any]) -> str:
+    """The default as a user writes it on the command line: null, "", true, [a,b], {}."""
+    value = field_value(f)
+    if value == MISSING and f.name in GROUP_DEFAULTS:
+        return GROUP_DEFAULTS[f.name]
     if value is None:
         return "null"
     if value == "":
@@ -80,11 +89,11 @@ def settings_lines(cls: type, prefix: str = "") -> list[str]:
     lines: list[str] = []
     indent = " " * (2 + NAME_WIDTH + 1)
     for f in dataclasses.fields(cls):
-        nested = _value(f)
+        nested = field_value(f)
         if dataclasses.is_dataclass(nested):
             lines += settings_lines(type(nested), f"{prefix}{f.name}.")
             continue
-        text = f"(default {_default(f)}) {_first_sentence(comments.get(f.name, ''))}".strip()
+        text = f"(default {default_text(f)}) {_first_sentence(comments.get(f.name, ''))}".strip()
         wrapped = textwrap.wrap(text, LINE_WIDTH - len(indent)) or [""]
         lines.append(f"  {prefix + f.name:<{NAME_WIDTH}} {wrapped[0]}")
         lines += [indent + more for more in wrapped[1:]]
