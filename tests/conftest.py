@@ -269,7 +269,9 @@ def marks(tmp_path: Path) -> Path:
 def runner(tmp_path: Path) -> Iterator[Runner]:
     r = Runner(tmp_path)
     yield r
-    left = wait_no_tagged(r.tag, within=10)
+    # Processes end as their sweep does, but a loaded machine lets them linger seconds (Ray's
+    # idle workers most): a bound for a leak, not a speed; it costs nothing when none is left.
+    left = wait_no_tagged(r.tag, within=30)
     described = [describe(p) for p in left]  # before the kill: a zombie has no command line
     for proc in left:
         proc.kill()

@@ -237,7 +237,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     pids = [r["pid"] for r in records]
     _wait_for(lambda: not [p for p in pids if psutil.pid_exists(p)], 30, "the workers to end")
     _wait_for(lambda: not _processes_with(RAY_TASK), 30, "the sweep's Ray workers to end")
-    assert not _processes_with("time.sleep(600)")  # the hang job's grandchild
+    assert not _processes_with(f"time.sleep(600) {marks}")  # the hang job's grandchild
 
 
 @pytest.mark.slow
@@ -435,8 +435,9 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
         _wait_for(
             lambda: (marks / "start-0").exists() and (marks / "start-1").exists(), 60, "2 jobs"
         )
-        # The cluster's workers are not the runner's: their jobs' children carry no tag.
-        hanging = functools.partial(_processes_with, "time.sleep(600)")
+        # The cluster's workers are not the runner's: their jobs' children carry no tag, but
+        # their command names this test's marks dir.
+        hanging = functools.partial(_processes_with, f"time.sleep(600) {marks}")
         _wait_for(lambda: len(hanging()) >= 2, 30, "2 grandchildren")
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60)

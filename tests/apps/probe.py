@@ -137,8 +137,9 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
             sys.stdout.write(line)
             sys.stderr.write(line)
     if mode == "hang":
-        # A grandchild too: the whole tree must go when the job is ended.
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        # A grandchild too: the whole tree must go when the job is ended. Its command names
+        # the marks dir: a test tells its own sweep's grandchildren from other tests'.
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(marks)])
         time.sleep(600)
 
 
