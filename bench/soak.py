@@ -102,6 +102,9 @@ def check(work: Path, marks: Path, kind: str, jobs: int) -> dict[str, int]:
     wrong = (~rows["status"].isin(["completed", "resumed"])) | (
         rows["objective"] != rows["x"].astype(float)
     )
+    recorded = {str(Path(d).resolve()) for d in frame["run_dir"]}  # the sweeps ran here
+    for output_dir in sorted(set(ends) - recorded):
+        print(f"an end with no row: {output_dir}", file=sys.stderr)
     running = 0
     if kind in ("sqlite", "journal"):
         import optuna
@@ -127,10 +130,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--kills", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, help="work in this (new) dir and keep it")
     args = parser.parse_args()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        figures = soak(args.kind, args.jobs, args.kills, args.seed, Path(tmp))
+    if args.keep:
+        args.keep.mkdir(parents=True)
+        figures = soak(args.kind, args.jobs, args.kills, args.seed, args.keep.resolve())
+    else:
+        with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+            figures = soak(args.kind, args.jobs, args.kills, args.seed, Path(tmp))
     figures["wall_s"] = round(time.monotonic() - started)
     print(f"soak {args.kind}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
 

@@ -93,6 +93,24 @@ def test_a_cut_end_file_is_not_adopted(tmp_path: Path, caplog: pytest.LogCapture
     assert "cut or unreadable" in caplog.text
 
 
+def test_a_returned_task_has_its_end_written_before_the_watchdog_may_end_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end is written as the task returns (before Hydra's on_job_end callbacks), holding
+    the lock the parent watchdog takes before it ends an orphaned job."""
+    from hpsearch_launcher.execute import child
+
+    held = []
+    real = child.write_json_atomic
+    monkeypatch.setattr(
+        child, "write_json_atomic", lambda *a: (held.append(child._ENDING.locked()), real(*a))
+    )
+    task = child._end_kept(lambda cfg: cfg * 2, str(tmp_path), ["x=1"])
+    assert task(0.25) == 0.5
+    assert held == [True] and not child._ENDING.locked()
+    assert _read_end(tmp_path) == {"return": 0.5, "overrides": ["x=1"]}
+
+
 @pytest.mark.parametrize("key", ["error", "status", "start", "return", "run_dir", "job"])
 def test_a_parameter_named_like_a_fixed_column_is_kept_apart(tmp_path: Path, key: str) -> None:
     table = ResultsTable(tmp_path / "results.csv")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -37,6 +38,9 @@ from ..contract import END_FILE, REPORTS, REPORTS_FILE
 from ..outcome import TaskEnd, TaskResult
 
 WATCHDOG_PERIOD_S = 0.5
+# Held while a returned task's end is written: the parent watchdog waits for it, so a sweep
+# killed in that instant does not cost a job that ran to its end its end file.
+_ENDING = threading.Lock()
 IMPORT_WATCH_S = 0.5  # how often a running job's new imports are looked for
 MORE = "+"  # a stdin line that starts so lists more modules to import ahead
 # Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
@@ -208,11 +212,12 @@ def run_task(
     run_dir = os.path.join(str(sweep_config.hydra.sweep.dir), str(sweep_config.hydra.sweep.subdir))
     os.environ[REPORTS] = os.path.abspath(os.path.join(run_dir, REPORTS_FILE))
     HydraConfig.instance().set_config(sweep_config)
+    overrides = list(sweep_config.hydra.overrides.task)
     try:
         ret = run_job(
             hydra_context=hydra_context,
             config=sweep_config,
-            task_function=task_function,
+            task_function=_end_kept(task_function, run_dir, overrides),
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
         )
@@ -232,19 +237,29 @@ def run_task(
         sys.stderr.flush()
         ret._return_value = _picklable_error(error)
         return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
-    _write_end(run_dir, ret)
     return TaskResult(TaskEnd.RETURNED, ret)
 
 
-def _write_end(run_dir: str, ret: Any) -> None:
+def _end_kept(task_function: Any, run_dir: str, overrides: list[str]) -> Any:
+    """`task_function`, its end written into its run dir the moment it returns (before Hydra's
+    on_job_end callbacks, and before a watchdog that found the sweep dead may end the job)."""
+
+    @functools.wraps(task_function)
+    def task(cfg: Any) -> Any:
+        value = task_function(cfg)
+        with _ENDING:
+            _write_end(run_dir, value, overrides)
+        return value
+
+    return task
+
+
+def _write_end(run_dir: str, value: Any, overrides: list[str]) -> None:
     """The task's return value, in its run dir, whole or not at all: what a resumed sweep
     adopts if the sweep died before hearing of this end. Nothing for a value JSON cannot hold
     (such a job runs again, as resume does for it anyway)."""
-    try:
-        end = {"return": ret._return_value, "overrides": list(ret.overrides)}
-        write_json_atomic(Path(run_dir) / END_FILE, end)
-    except (TypeError, ValueError, OSError):
-        pass
+    with contextlib.suppress(TypeError, ValueError, OSError):
+        write_json_atomic(Path(run_dir) / END_FILE, {"return": value, "overrides": overrides})
 
 
 def result_bytes(result: TaskResult) -> bytes:
@@ -312,6 +327,7 @@ def _start_parent_watchdog(parent_pid: int) -> None:
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(WATCHDOG_PERIOD_S)
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+        with _ENDING:  # a task that returned has its end written first (milliseconds)
+            os.killpg(os.getpgid(0), signal.SIGKILL)
 
     threading.Thread(target=watch, name="hpsearch-parent-watchdog", daemon=True).start()
