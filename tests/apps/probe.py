@@ -83,7 +83,8 @@ def probe(cfg: DictConfig) -> float:
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "node": _ray_node(),  # the Ray node it ran on (backend=ray), else None
         "fraction": os.environ.get("HPSEARCH_GPU_MEMORY_FRACTION"),
-        "jax_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
+        "jax_fraction": os.environ.get("XLA_CLIENT_MEM_FRACTION"),
+        "jax_fraction_old": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),  # deprecated
         "threads": os.environ.get("HPSEARCH_CPU_THREADS"),
         "cap_mb": os.environ.get("HPSEARCH_GPU_MEMORY_LIMIT_MB"),
         "gpu_mb": cfg.gpu_mb,
