@@ -9,16 +9,23 @@ import pytest
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
-from hydra.version import _UNSPECIFIED_, VersionBase
+from hydra.version import VersionBase
 
 from hydra_plugins.hpsearch_launcher.hpsearch_launcher import HpsearchLauncher
 
 
 @pytest.fixture(autouse=True)
-def hydra_unset_version_base(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Importing hpsearch.app runs hydra.main(version_base="1.3"), which sets Hydra's global
-    version base; Hydra's suites expect it unset, as in Hydra's own test runs."""
-    monkeypatch.setattr(VersionBase.instance(), "version_base", _UNSPECIFIED_)
+def hydra_as_its_suites_expect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra's global state as in Hydra's own test runs, before its suites snapshot it.
+
+    Importing hpsearch.app runs hydra.main, which sets Hydra's global version base (1.3 on
+    Hydra 1.3): the suites expect its default (1.3: unset; 1.4: its own version), which a
+    fresh VersionBase has. And the plugins are scanned already: on 1.4 the scan is what
+    stores the basic sweeper's config, which a snapshot taken before it would drop."""
+    Plugins.instance()
+    default = VersionBase.__new__(VersionBase)
+    default.__init__()  # type: ignore[misc]
+    monkeypatch.setattr(VersionBase.instance(), "version_base", default.version_base)
 
 
 def test_discovery() -> None:

@@ -12,8 +12,9 @@ No `from __future__ import annotations`: OmegaConf reads these annotations as ty
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from ..hydra_line import store
 
 # ruff: noqa: UP045 - OmegaConf reads Optional
 
@@ -129,6 +130,4 @@ DEFAULT_SAMPLER = "tpe"
 
 def store_samplers() -> None:
     for name, node in SAMPLER_CONFIGS.items():
-        ConfigStore.instance().store(
-            group="hydra/sweeper/sampler", name=name, node=node, provider="hpsearch"
-        )
+        store(group="hydra/sweeper/sampler", name=name, node=node, provider="hpsearch")
