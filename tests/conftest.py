@@ -29,6 +29,11 @@ from omegaconf import DictConfig
 from hpsearch.app import CONFIG_DIR
 from hpsearch_launcher.execute import child
 
+# Hydra's plugin scan, before any test snapshots Hydra's global state (hydra_restore_singletons):
+# on Hydra 1.4 the scan is what stores the basic sweeper's and launcher's configs, once per
+# process, and a snapshot taken before it would drop them for every later test.
+Plugins.instance()
+
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
 FAKE_NVML = REPO / "tests" / "fake_nvml"
