@@ -110,3 +110,32 @@ def test_shape_keeps_what_a_warning_adds() -> None:
     assert shape(plain) != shape(warned) and warnings_in(warned) and not warnings_in(plain)
     later = plain.replace("06:57:02,341", "07:01:09,100").replace("job 0", "job 1")
     assert shape(plain) == shape(later)
+
+
+def test_the_sweep_summary_is_silent_on_the_way_out_of_a_stopped_sweep(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Hydra 1.4 calls on_multirun_end in a `finally`: after a failed job the basic sweeper
+    raised, or Ctrl-C, the launcher has shown the leaderboard; a second would double it, and
+    its SystemExit(1) would hide the task's own error. At a sweep's plain end it still shows."""
+    from omegaconf import OmegaConf
+
+    from hpsearch_launcher.callbacks import SweepSummary
+    from hpsearch_launcher.record.table import ResultsTable
+
+    table = ResultsTable(tmp_path / "results.csv")
+    row = {"job": 0, "status": "failed", "objective": "", "run_dir": "r", "config_hash": "h0"}
+    table.put(row | {"error": "ValueError: boom", "return": ""}, {})
+    table.save()
+    hydra = {"sweep": {"dir": str(tmp_path)}, "overrides": {"task": [], "hydra": []}}
+    config = OmegaConf.create({"hydra": hydra})
+    summary = SweepSummary(mode="max")
+    with pytest.raises(ValueError, match="boom"):
+        try:
+            raise ValueError("boom")
+        finally:
+            summary.on_multirun_end(config)
+    assert "did not finish" not in caplog.text
+    with pytest.raises(SystemExit):
+        summary.on_multirun_end(config)
+    assert "did not finish" in caplog.text
