@@ -139,3 +139,40 @@ def test_the_sweep_summary_is_silent_on_the_way_out_of_a_stopped_sweep(
     with pytest.raises(SystemExit):
         summary.on_multirun_end(config)
     assert "did not finish" in caplog.text
+
+
+def _hydras_optuna_sweeper_beside_search() -> str | None:
+    """Why Hydra's Optuna sweeper and the `search` extra do not share this venv (None: they do)."""
+    import importlib.util
+
+    if importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None:
+        return "hydra-optuna-sweeper is not installed here"
+    import optuna
+
+    if int(optuna.__version__.split(".")[0]) < 4:
+        return f"optuna {optuna.__version__}: Hydra 1.3's Optuna sweeper, which search cannot join"
+    return None
+
+
+@pytest.mark.skipif(
+    _hydras_optuna_sweeper_beside_search() is not None,
+    reason=str(_hydras_optuna_sweeper_beside_search()),
+)
+def test_hydras_optuna_sweeper_and_ours_share_a_venv_on_1_4(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """On Hydra 1.4 (hydra-optuna-sweeper 1.4: optuna>=4.9,<6) both sweepers run in one venv,
+    through our launcher, and neither warns at the other's sampler configs."""
+    for sweeper in ("optuna", "hpsearch"):
+        args = runner.probe_sweep(
+            marks,
+            f"hydra/sweeper={sweeper}",
+            "hydra.sweeper.n_trials=2",
+            "hydra.sweeper.direction=maximize",
+            "x=range(0,10)",
+            f"hydra.sweep.dir={tmp_path / sweeper}",
+        )
+        result = runner.run(args)
+        assert result.returncode == 0, result.stdout
+        assert "Hydra15MigrationWarning" not in result.stdout, result.stdout
+        assert len(list((tmp_path / sweeper).glob("x=*"))) == 2, result.stdout
