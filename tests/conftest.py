@@ -28,11 +28,20 @@ from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR
 from hpsearch_launcher.execute import child
+from hpsearch_launcher.hydra_line import HAS_EXECUTION_WHITELIST
+
+# Hydra's plugin scan, before any test snapshots Hydra's global state (hydra_restore_singletons):
+# on Hydra 1.4 the scan is what stores the basic sweeper's and launcher's configs, once per
+# process, and a snapshot taken before it would drop them for every later test.
+Plugins.instance()
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
 FAKE_NVML = REPO / "tests" / "fake_nvml"
 SIMULATED_GPUS = [str(i) for i in range(8)]
+# initialize_config_dir's version base as hpsearch's app has it: 1.3 on Hydra 1.3; none on 1.4,
+# which deprecates the parameter.
+VERSION_BASE = {} if HAS_EXECUTION_WHITELIST else {"version_base": "1.3"}
 
 
 def simulated_gpus_env(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -223,7 +232,7 @@ def make_cfg(hydra_restore_singletons: None) -> Callable[..., DictConfig]:
     """Compose hpsearch's config (conf/) with overrides, as `python -m hpsearch` would."""
 
     def make(*overrides: str) -> DictConfig:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        with initialize_config_dir(config_dir=CONFIG_DIR, **VERSION_BASE):
             return compose("config", overrides=list(overrides))
 
     return make

@@ -10,6 +10,7 @@ through a .pth file, for everything else (Hydra, TensorFlow, hpsearch itself).
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 import tomllib
 from conftest import REPO
+
+from hpsearch_launcher.hydra_line import HAS_EXECUTION_WHITELIST
 
 VENV = REPO / ".venv-hydra-optuna"
 # Run in the venv: fails unless Hydra's sweeper and the old Optuna win over this venv's.
@@ -83,7 +86,14 @@ def make_venv(venv: Path = VENV) -> Path:
 @pytest.fixture(scope="session")
 def hydra_optuna_python() -> Path:
     """The python of the venv where hydra/sweeper=optuna runs. pytest-xdist's workers each
-    ask for it: the first makes it while the others wait on the lock, then find it made."""
+    ask for it: the first makes it while the others wait on the lock, then find it made.
+
+    On Hydra 1.4 that is this venv, with hydra-optuna-sweeper 1.4 installed beside `search`
+    (optuna>=4.9): the 1.3 sweeper's venv would borrow a Hydra it was not made for."""
+    if HAS_EXECUTION_WHITELIST:
+        if importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None:
+            pytest.skip("Hydra 1.4 without hydra-optuna-sweeper 1.4 here (pip install it)")
+        return Path(sys.executable)
     with (REPO / ".venv-hydra-optuna.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return make_venv()

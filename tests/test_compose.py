@@ -14,6 +14,7 @@ from hydra._internal.hydra import Hydra
 from hydra._internal.utils import create_config_search_path
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,10 +33,11 @@ def hydra(hydra_restore_singletons: None) -> Iterator[Hydra]:
     GlobalHydra.instance().clear()
 
 
-def composer_for(hydra: Hydra) -> Composer:
-    master = hydra.compose_config(
-        "config", overrides=["epochs=3", "hydra.launcher.n_jobs=2"], run_mode=RunMode.MULTIRUN
-    )
+def composer_for(hydra: Hydra, *given: str) -> Composer:
+    """A Composer for a sweep with these overrides for all its jobs (Hydra's master config
+    holds them too), besides epochs=3 and n_jobs=2."""
+    overrides = ["epochs=3", "hydra.launcher.n_jobs=2", *given]
+    master = hydra.compose_config("config", overrides=overrides, run_mode=RunMode.MULTIRUN)
     return Composer(hydra.config_loader, master)
 
 
@@ -46,7 +48,9 @@ def composer_for(hydra: Hydra) -> Composer:
         ["model=cnn", "lr=0.01"],
         ["model=cnn", "model.filters=[8,16]"],
         ["optimizer=sgd", "optimizer.momentum=0.5", "lr=0.2"],
-        ["device=cpu", "lr=0.3"],  # a `# @package _global_` group, setting hydra.launcher.gpus
+        # A `# @package _global_` group, setting hydra.launcher.gpus: given for the whole
+        # sweep, as a job may not change the launcher.
+        ["device=cpu", "lr=0.3"],
         ["+extra=1", "lr=0.1"],
         ["++lr=0.5"],
         ["~save_model"],
@@ -56,13 +60,25 @@ def composer_for(hydra: Hydra) -> Composer:
     ],
 )
 def test_composed_like_hydra(hydra: Hydra, overrides: list[str]) -> None:
-    composer = composer_for(hydra)
+    composer = composer_for(hydra, *[o for o in overrides if o.startswith("device=")])
     for _ in range(2):  # the first is checked against Hydra, the second comes from the template
         ours = composer.compose(overrides)
         theirs = hydra.config_loader.load_sweep_config(composer.master, overrides)
         assert _plain(ours) == _plain(theirs)
         assert OmegaConf.to_container(ours.hydra.overrides.task) == overrides
     assert composer.fast, "the template path was abandoned"
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_job_may_not_change_the_launcher(hydra: Hydra, fast: bool) -> None:
+    """`--multirun device=cpu,auto`: the cpu job's config sets hydra.launcher.gpus=[], which
+    the sweep, started with gpus=auto, would not apply. Hydra 1.4 refuses it; so does 1.3
+    through the composer, by either path, in 1.4's words."""
+    composer = composer_for(hydra)
+    composer.fast = fast
+    composer.compose(["device=auto", "lr=0.1"])
+    with pytest.raises(ConfigCompositionException, match=r"'hydra\.launcher' must be configured"):
+        composer.compose(["device=cpu", "lr=0.1"])
 
 
 def test_one_template_per_set_of_group_overrides(hydra: Hydra) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import VERSION_BASE
 from hydra import compose, initialize_config_dir
 
 from hpsearch.app import CONFIG_DIR, check_group_choices, run_dir_line
@@ -55,7 +56,7 @@ def test_each_group_composes(make_cfg, override: str, key: str, value: object) -
 
 
 def test_the_launcher_is_hpsearch_and_job_name_is_set(make_cfg, hydra_restore_singletons) -> None:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONFIG_DIR, **VERSION_BASE):
         cfg = compose("config", overrides=["device=cpu"], return_hydra_config=True)
     assert cfg.hydra.launcher._target_.endswith("HpsearchLauncher")
     assert cfg.hydra.job.name == "hpsearch"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Runner
+from conftest import VERSION_BASE, Runner
 from hydra import compose, initialize_config_dir
 
 from hpsearch.app import CONFIG_DIR
@@ -52,7 +52,7 @@ def test_the_log_file_is_written_when_the_console_is_elsewhere(
 
 
 def test_hpsearch_jobs_log_through_it() -> None:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONFIG_DIR, **VERSION_BASE):
         cfg = compose("config", return_hydra_config=True)
     handlers = cfg.hydra.job_logging.handlers
     assert handlers.file["class"] == "hpsearch.run_log.RunLogFile"

@@ -39,7 +39,7 @@ def test_twelve_jobs_on_three_simulated_gpus_two_slots_each(
     assert len({r["pid"] for r in records}) == 12, "each job needs its own fresh process"
     assert [r["cuda"] for r in records] == ["0", "1", "2"] * 4
     assert {r["fraction"] for r in records} == {"0.45"}  # 0.9 / 2 jobs per GPU
-    assert {r["jax_fraction"] for r in records} == {"0.45"}
+    assert {(r["jax_fraction"], r["jax_fraction_old"]) for r in records} == {("0.45", "0.45")}
     for gpu in "012":
         spans = [(r["start"], r["end"]) for r in records if r["cuda"] == gpu]
         assert len(spans) == 4

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pickle
 import sys
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 import cloudpickle
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch_launcher.execute.backend import config_payload
+from hpsearch_launcher.execute.backend import config_payload, task_payload
 
 
 @dataclass
@@ -65,3 +67,21 @@ def test_a_class_of_the_sweeps_main_goes_by_cloudpickle(monkeypatch: pytest.Monk
     monkeypatch.setattr(sys.modules["__main__"], "Script", Script, raising=False)
     assert b"__main__" in pickle.dumps(OmegaConf.structured(Script))  # plain pickle would do
     goes_by_cloudpickle(Script)
+
+
+def test_a_task_carried_by_value_keeps_its_file_name_for_tracebacks(tmp_path: Path) -> None:
+    """cloudpickle 3 names by-value code `<dynamic-code>`: an app's `__main__` task would raise
+    in its job with frames that say neither where they are nor their line (Hydra 1.4's suite
+    checks the frames the sweep gets back)."""
+    source = tmp_path / "app.py"
+    source.write_text("def task(x):\n    if x:\n        raise ValueError(x)\n    return 0\n")
+    namespace = {"__name__": "__main__"}  # by value, as a script's task is
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    assert b"<dynamic-code>" in cloudpickle.dumps(namespace["task"])
+    task, other = pickle.loads(task_payload(namespace["task"], {"kept": 1}))
+    assert other == {"kept": 1} and task(0) == 0
+    with pytest.raises(ValueError) as err:
+        task(1)
+    frame = traceback.extract_tb(err.value.__traceback__)[-1]
+    assert (frame.filename, frame.name, frame.lineno) == (str(source), "task", 3)
+    assert frame.line == "raise ValueError(x)"

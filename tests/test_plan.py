@@ -203,7 +203,8 @@ def test_job_env_on_gpu() -> None:
     assert env["CUDA_VISIBLE_DEVICES"] == "1"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["HPSEARCH_GPU_MEMORY_FRACTION"] == "0.45"
-    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.45"
+    assert env["XLA_CLIENT_MEM_FRACTION"] == "0.45"  # what JAX reads now
+    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.45"  # deprecated, read by older JAX
     assert env["HPSEARCH_GPU_MEMORY_LIMIT_MB"] == "36000"
     assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert env["HPSEARCH_PARENT_PID"] == "42"

@@ -80,6 +80,7 @@ def test_good_settings(params: dict, gpus: tuple | None, fraction: float) -> Non
         ("CUDA_VISIBLE_DEVICES", "use hydra.launcher.gpus instead"),
         ("HPSEARCH_GPU_MEMORY_FRACTION", "use hydra.launcher.memory_fraction instead"),
         ("TF_FORCE_GPU_ALLOW_GROWTH", "use hydra.launcher.allow_growth instead"),
+        ("XLA_CLIENT_MEM_FRACTION", "use hydra.launcher.memory_fraction instead"),
         ("XLA_PYTHON_CLIENT_MEM_FRACTION", "use hydra.launcher.memory_fraction instead"),
         ("HPSEARCH_ANYTHING", "reserved for the launcher's contract"),
     ],

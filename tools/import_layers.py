@@ -2,7 +2,8 @@
 
     python tools/import_layers.py [PACKAGE_DIR]     (default: src/hpsearch_launcher)
 
-Layers, lowest first: the neutral modules (config, contract, nvml, atomic, outcome) import none
+Layers, lowest first: the neutral modules (config, contract, nvml, atomic, outcome, hydra_line,
+...) import none
 of the others; plan imports neither execute nor record; record does not import execute; the
 sweeper's search imports neither execute nor launch, and plan, record, execute do not import it.
 Every import counts, a lazy one inside a function too. Prints each problem; exit status 1 if any.
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-NEUTRAL = {"config", "contract", "nvml", "atomic", "outcome", "stream", "channel"}
+NEUTRAL = {"config", "contract", "nvml", "atomic", "outcome", "stream", "channel", "hydra_line"}
 # What each part must not import (by the first name under the package).
 FORBIDDEN = {
     **{name: {"plan", "execute", "record", "launch", "callbacks", "results"} for name in NEUTRAL},

@@ -8,17 +8,15 @@ in launch().
 from collections.abc import Sequence
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher.config import HpsearchLauncherConf
+from hpsearch_launcher.hydra_line import store
 
-ConfigStore.instance().store(
-    group="hydra/launcher", name="hpsearch", node=HpsearchLauncherConf, provider="hpsearch"
-)
+store(group="hydra/launcher", name="hpsearch", node=HpsearchLauncherConf, provider="hpsearch")
 
 
 class HpsearchLauncher(Launcher):

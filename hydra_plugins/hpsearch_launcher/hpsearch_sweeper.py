@@ -9,19 +9,17 @@ are declared in `hpsearch_launcher.search.config`; the work, and Optuna, are imp
 from collections.abc import Sequence
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from hpsearch_launcher.hydra_line import store
 from hpsearch_launcher.search.config import HpsearchSweeperConf
 from hpsearch_launcher.search.sampler_config import store_samplers
 
-ConfigStore.instance().store(
-    group="hydra/sweeper", name="hpsearch", node=HpsearchSweeperConf, provider="hpsearch"
-)
+store(group="hydra/sweeper", name="hpsearch", node=HpsearchSweeperConf, provider="hpsearch")
 store_samplers()  # hydra/sweeper/sampler: tpe, random, ... as Hydra's Optuna sweeper has them
 
 

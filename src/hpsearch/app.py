@@ -11,11 +11,13 @@ import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hpsearch.errors import ConfigError, exit_with
 from hpsearch.preflight import preflight
 from hpsearch.settings_help import RESOLVER, settings_help
+from hpsearch_launcher import EXECUTION_WHITELIST as launcher_targets
+from hpsearch_launcher.hydra_line import main_options, register_resolver
 from hpsearch_launcher.plan.settings import LauncherSettingsError, check_setting_key
 from hpsearch_launcher.search.refusal import SearchSettingsError
 from hpsearch_launcher.search.settings import check_setting_key as check_sweeper_key
@@ -51,11 +53,17 @@ def run_dir_line(output_dir: Path, cwd: Path) -> str:
 
 train_task.preflight = preflight  # type: ignore[attr-defined]  # run by our launcher
 # `hpsearch --help` lists the settings from their declarations (conf/hydra/help/hpsearch.yaml).
-OmegaConf.register_new_resolver(RESOLVER, settings_help, replace=True)
+register_resolver(RESOLVER, settings_help)
 
-_hydra_main = hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")(
-    train_task
-)
+# The targets conf/ names (its callbacks, its job log's handler): what Hydra 1.4 lets it call.
+EXECUTION_WHITELIST = [
+    *launcher_targets,
+    "hpsearch.preflight.RunStartCheck",
+    "hpsearch.run_log.RunLogFile",
+]
+_hydra_main = hydra.main(
+    config_path=CONFIG_DIR, config_name="config", **main_options(EXECUTION_WHITELIST)
+)(train_task)
 
 
 def _overrides(args: list[str]) -> Iterator[Any]:

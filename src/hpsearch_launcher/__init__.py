@@ -16,6 +16,8 @@ This package's own names are the job-side API: what a task may import and call. 
 - `METRICS_FILE`: `metrics.json`; its `final` mapping's numbers become results.csv columns.
 - `GPU_ID`, `CPU_THREADS`, `MEMORY_FRACTION`, `MEMORY_LIMIT_MB`: the environment variables the
   launcher sets in each job's process before it starts.
+- `EXECUTION_WHITELIST`: the targets of this package an app's config may name (the sweep
+  summary callback), for Hydra 1.4's `@hydra.main(execution_whitelist=...)`.
 """
 
 from .atomic import write_json_atomic
@@ -30,8 +32,12 @@ from .contract import (
     job_memory_limit_mb,
 )
 
+# Hydra 1.4 asks an app to name the config-selected targets it trusts; these are ours.
+EXECUTION_WHITELIST = ("hpsearch_launcher.callbacks.SweepSummary",)
+
 __all__ = [
     "CPU_THREADS",
+    "EXECUTION_WHITELIST",
     "GPU_ID",
     "MEMORY_FRACTION",
     "MEMORY_LIMIT_MB",

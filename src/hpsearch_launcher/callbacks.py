@@ -9,13 +9,15 @@ Any app using the hpsearch launcher can add it to its config:
           mode: max          # or min; default: the sweeper's direction, else max
           columns: []        # results.csv columns to show beside the objective
 
-Hydra's basic sweeper stops at a failed job before this runs; the launcher prints the
-leaderboard itself in that case.
+Hydra's basic sweeper stops at a failed job (and Ctrl-C stops a sweep) before the sweep's end:
+the launcher prints the leaderboard itself then, and this stays silent (Hydra 1.4 calls it on
+the way out of such a sweep too).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,11 @@ class SweepSummary(Callback):
         Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if sys.exc_info()[1] is not None:
+            # Hydra 1.4 calls this on the way out of a sweep that raised too (a failed job
+            # the sweeper raises, Ctrl-C, a refusal): whoever stopped it has said why and
+            # shown the leaderboard; 1.3 does not call it then.
+            return
         table = ResultsTable.load(Path(str(config.hydra.sweep.dir)))
         rows = list(table.rows.values())
         if not rows:

@@ -4,8 +4,8 @@ The sweep sets these variables; a task reads them through the package's public n
 (`from hpsearch_launcher import job_memory_limit_mb`). Light: nothing heavy is imported.
 
 - The environment: each job's process is created with the variables below (and
-  `CUDA_VISIBLE_DEVICES`, `TF_FORCE_GPU_ALLOW_GROWTH`, `XLA_PYTHON_CLIENT_MEM_FRACTION`) already
-  set, before it imports anything.
+  `CUDA_VISIBLE_DEVICES`, `TF_FORCE_GPU_ALLOW_GROWTH`, JAX's `XLA_CLIENT_MEM_FRACTION` and
+  `XLA_PYTHON_CLIENT_MEM_FRACTION`) already set, before it imports anything.
 - The return value of the task: a number (the objective), a list of numbers or a mapping of
   numbers becomes results.csv columns; anything JSON can hold is handed back on resume.
 - `metrics.json` in the job's output dir, optional: its `final` mapping's numbers become
@@ -36,6 +36,7 @@ OWNED_VARIABLES = {
     "CUDA_VISIBLE_DEVICES": "hydra.launcher.gpus",
     "CUDA_DEVICE_ORDER": "hydra.launcher.gpus (ids are nvidia-smi's PCI bus order)",
     "TF_FORCE_GPU_ALLOW_GROWTH": "hydra.launcher.allow_growth",
+    "XLA_CLIENT_MEM_FRACTION": "hydra.launcher.memory_fraction",
     "XLA_PYTHON_CLIENT_MEM_FRACTION": "hydra.launcher.memory_fraction",
     GPU_ID: "hydra.launcher.gpus",
     MEMORY_FRACTION: "hydra.launcher.memory_fraction",

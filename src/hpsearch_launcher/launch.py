@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from .batch import BatchSource
-from .execute.backend import Execution
+from .execute.backend import Execution, task_payload
 from .execute.machine import machine_execution
 from .execute.sweep import Sweep
 from .output_dir import OutputDirError
@@ -139,9 +138,7 @@ def _setup(launcher: Any) -> tuple[DictConfig, LauncherSettings, bytes]:
     config: DictConfig = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     settings = parse_settings(launcher.params)
-    task = cloudpickle.dumps(
-        (launcher.hydra_context, launcher.task_function, Singleton.get_state())
-    )
+    task = task_payload(launcher.hydra_context, launcher.task_function, Singleton.get_state())
     return config, settings, task
 
 

@@ -17,7 +17,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from hpsearch_launcher import report, report_gpu_peak
+from hpsearch_launcher import EXECUTION_WHITELIST, report, report_gpu_peak
+from hpsearch_launcher.hydra_line import main_options
 
 if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
     from hpsearch_launcher.execute import child  # but the last one, as its task returns
@@ -83,7 +84,8 @@ def probe(cfg: DictConfig) -> float:
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "node": _ray_node(),  # the Ray node it ran on (backend=ray), else None
         "fraction": os.environ.get("HPSEARCH_GPU_MEMORY_FRACTION"),
-        "jax_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
+        "jax_fraction": os.environ.get("XLA_CLIENT_MEM_FRACTION"),
+        "jax_fraction_old": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),  # deprecated
         "threads": os.environ.get("HPSEARCH_CPU_THREADS"),
         "cap_mb": os.environ.get("HPSEARCH_GPU_MEMORY_LIMIT_MB"),
         "gpu_mb": cfg.gpu_mb,
@@ -167,7 +169,11 @@ def _hang_grandchildren() -> int:
     return count
 
 
-main = hydra.main(version_base="1.3", config_path="conf", config_name="probe")(probe)
+# As an app that runs on both Hydra lines writes it: on 1.4 the targets its config names
+# (the launcher's callback) whitelisted, on 1.3 version_base 1.3.
+main = hydra.main(config_path="conf", config_name="probe", **main_options(EXECUTION_WHITELIST))(
+    probe
+)
 
 if __name__ == "__main__":
     main()

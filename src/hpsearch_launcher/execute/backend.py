@@ -7,10 +7,14 @@ typed `Outcome` (hpsearch_launcher.outcome).
 
 from __future__ import annotations
 
+import io
+import marshal
 import os
 import pickle
 import re
 import sys
+import types
+from collections import ChainMap
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -41,6 +45,27 @@ def sweep_sys_path() -> list[str]:
     relative paths made absolute; entries that are not paths (setuptools' editable-install
     hooks) kept as they are."""
     return [os.path.abspath(p) if os.path.exists(p) else p for p in sys.path]
+
+
+def task_payload(*parts: Any) -> bytes:
+    """The task (and what the job's process needs with it) pickled for its process, by
+    cloudpickle, with the real file names of the code it carries by value (a task from the
+    app's `__main__`). cloudpickle 3 names that code `<dynamic-code>`: the job's tracebacks
+    (in its stderr.log, and the frames Hydra 1.4 hands back to the sweep) could then say
+    neither where a frame is nor its line."""
+    buffer = io.BytesIO()
+    _TaskPickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(parts)
+    return buffer.getvalue()
+
+
+def _code_whole(code: types.CodeType) -> tuple[Any, ...]:
+    """A code object as marshal writes it, whole (its file name too): the sweep's Python
+    and the job's are the same."""
+    return marshal.loads, (marshal.dumps(code),)
+
+
+class _TaskPickler(cloudpickle.Pickler):
+    dispatch_table = ChainMap({types.CodeType: _code_whole}, cloudpickle.Pickler.dispatch_table)
 
 
 def config_payload(config: Any) -> bytes:

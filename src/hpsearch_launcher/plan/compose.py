@@ -22,6 +22,7 @@ from typing import Any
 import cloudpickle
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger("hpsearch.launcher")
@@ -35,18 +36,36 @@ class Composer:
         self.templates: dict[tuple[str, ...], bytes] = {}  # pickled, by group overrides
         self.parsed: dict[str, tuple[Override, bool]] = {}  # an override, and if it is a group
         self.fast = True
+        self.controller = _controller(master)
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         """The job's sweep config (its hydra node included), before hydra.job.num is set."""
+        cfg = None
         if self.fast:
             try:
-                return self._from_template(list(overrides))
+                cfg = self._from_template(list(overrides))
             except Exception as err:  # anything unforeseen: Hydra's own path, from now on
                 self._give_up(f"{type(err).__name__}: {err}")
-        return self.loader.load_sweep_config(self.master, list(overrides))
+        if cfg is None:
+            cfg = self.loader.load_sweep_config(self.master, list(overrides))
+        self._same_controller(cfg)
+        return cfg
+
+    def _same_controller(self, cfg: DictConfig) -> None:
+        """A job may not change the launcher or the sweeper (a swept `device=cpu` that sets
+        hydra.launcher.gpus): the sweep runs with the settings it started with. Hydra 1.4's
+        load_sweep_config refuses it; this refuses it on 1.3 too, in 1.4's words."""
+        mine = _controller(cfg)
+        for node in ("launcher", "sweeper"):
+            if mine[node] != self.controller[node]:
+                raise ConfigCompositionException(
+                    f"'hydra.{node}' must be configured before the sweep starts, but a swept "
+                    "job config changed it. Configure it in the primary config or from the "
+                    "command line."
+                )
 
     def _from_template(self, overrides: list[str]) -> DictConfig:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
         pairs = [self._parse(o) for o in overrides]
         parsed = [o for o, _ in pairs]
@@ -60,15 +79,9 @@ class Composer:
         cfg = pickle.loads(self.templates[key])
         values = [o for o, group in pairs if not group]
         ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-        dirname = cfg.hydra.job.config.override_dirname
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task = list(overrides)
-            cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=parsed,
-                kv_sep=dirname.kv_sep,
-                item_sep=dirname.item_sep,
-                exclude_keys=dirname.exclude_keys,
-            )
+            _set_override_dirname(cfg, parsed)
         OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
         if first:
             self._check(cfg, overrides)
@@ -92,6 +105,30 @@ class Composer:
     def _give_up(self, why: str) -> None:
         self.fast = False
         log.debug("hpsearch: composing each job with Hydra's load_sweep_config (%s)", why)
+
+
+def _set_override_dirname(cfg: DictConfig, parsed: list[Override]) -> None:
+    """hydra.job.override_dirname for the job's overrides, as Hydra 1.3 sets it at composition.
+    On 1.4 it is `${hydra_override_dirname:}`, resolved from hydra.overrides.task: kept so."""
+    try:
+        from hydra._internal.config_loader_impl import get_overrides_dirname
+    except ImportError:  # Hydra 1.4
+        return
+    dirname = cfg.hydra.job.config.override_dirname
+    cfg.hydra.job.override_dirname = get_overrides_dirname(
+        overrides=parsed,
+        kv_sep=dirname.kv_sep,
+        item_sep=dirname.item_sep,
+        exclude_keys=dirname.exclude_keys,
+    )
+
+
+def _controller(cfg: DictConfig) -> dict[str, Any]:
+    """The launcher's and the sweeper's config nodes, as written (interpolations unresolved)."""
+    return {
+        node: OmegaConf.to_container(cfg.hydra[node], resolve=False)
+        for node in ("launcher", "sweeper")
+    }
 
 
 def _plain(cfg: DictConfig) -> Any:

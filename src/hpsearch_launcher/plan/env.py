@@ -38,8 +38,10 @@ def job_env(
         env |= {
             contract.MEMORY_FRACTION: f"{fraction:g}",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true" if settings.allow_growth else "false",
-            # JAX preallocates this share and never exceeds it. PyTorch has no variable for a
-            # cap: hpsearch.contract.cap_torch_memory() applies this fraction in the job.
+            # JAX preallocates this share and never exceeds it: XLA_CLIENT_MEM_FRACTION is the
+            # name JAX reads now, the older one is deprecated but still read by older JAX.
+            # PyTorch has no variable for a cap: cap_torch_memory() applies it in the job.
+            "XLA_CLIENT_MEM_FRACTION": f"{fraction:g}",
             "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
         }
         if limit_mb is not None:

@@ -18,6 +18,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
 from ..contract import REPORTS_FILE
+from ..hydra_line import CARRIES_TASK_TRACEBACK
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
@@ -188,13 +189,16 @@ class Recorder:
     def _failed(
         self, job: Job, outcome: Outcome, ret: JobReturn | None, device: str, run_dir: Path
     ) -> JobReturn:
-        # The sweeper raises what a failed JobReturn holds: one line naming the job, its
-        # reason and its logs (Hydra prints a compact error without a traceback); the task's
-        # own exception, if it raised one, is its cause, and its traceback is in stderr.log.
-        failure = JobFailed(
-            f"job {job.num} ({job.label}) on {device_label(device)}: {outcome.reason}; "
-            f"logs in {run_dir}"
-        )
+        # The sweeper raises what a failed JobReturn holds. Where Hydra carries the task's
+        # traceback and cause back (1.4), that is the task's own exception, as from any
+        # launcher, noted with the job and its logs: Hydra prints the task's frames. Otherwise
+        # one line naming the job, its reason and its logs (Hydra prints a compact error), the
+        # task's exception, if it raised one, its cause; its traceback is in stderr.log.
+        where = f"job {job.num} ({job.label}) on {device_label(device)}"
+        if ret is not None and CARRIES_TASK_TRACEBACK:
+            ret._return_value.add_note(f"{where}; logs in {run_dir}")
+            return ret
+        failure = JobFailed(f"{where}: {outcome.reason}; logs in {run_dir}")
         if ret is not None:
             failure.__cause__ = ret._return_value
             ret._return_value = failure

@@ -10,6 +10,7 @@ from typing import Any
 
 import optuna
 
+from ..hydra_line import instantiate_trusted
 from .config import SearchSettings
 from .settings import SamplerChoice, SearchSettingsError, fail
 
@@ -64,11 +65,9 @@ def _refused(chosen: str, rule: str) -> SearchSettingsError:
 
 def _instantiated(value: Any) -> Any:
     """A field given as a config with `_target_` (independent_sampler: {_target_: ...}) is
-    made, as Hydra's instantiate makes it."""
+    made, as Hydra's instantiate makes it: an Optuna sampler, as Hydra's Optuna sweeper allows."""
     if isinstance(value, Mapping) and "_target_" in value:
-        from hydra.utils import instantiate
-
-        return instantiate(dict(value))
+        return instantiate_trusted(dict(value), ["optuna.samplers.*"])
     return value
 
 

@@ -9,11 +9,13 @@ field means "Optuna's own default"; a field left at its default is not passed to
 No `from __future__ import annotations`: OmegaConf reads these annotations as types.
 """
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from ..hydra_line import store
 
 # ruff: noqa: UP045 - OmegaConf reads Optional
 
@@ -128,7 +130,9 @@ DEFAULT_SAMPLER = "tpe"
 
 
 def store_samplers() -> None:
+    """The group, unless Hydra's Optuna sweeper is installed: its own registration (in the
+    same plugin scan, after ours) serves, and on Hydra 1.4 it warns when ours came first."""
+    if importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is not None:
+        return
     for name, node in SAMPLER_CONFIGS.items():
-        ConfigStore.instance().store(
-            group="hydra/sweeper/sampler", name=name, node=node, provider="hpsearch"
-        )
+        store(group="hydra/sweeper/sampler", name=name, node=node, provider="hpsearch")

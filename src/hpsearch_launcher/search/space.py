@@ -83,6 +83,13 @@ class SearchSpace:
         return (*self.fixed, *(p.override(values[name]) for name, p in self.params.items()))
 
 
+def _why(err: HydraException) -> str:
+    """The parser's reason, its first line (Hydra 1.4 puts "Error when parsing index: 0, ..."
+    before it, which repeats the override)."""
+    lines = str(err).splitlines()
+    return next((x for x in lines if not x.startswith("Error when parsing index")), lines[0])
+
+
 def parse_space(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> SearchSpace:
     """The space of `hydra.sweeper.params` and the command line's overrides (which win)."""
     texts = [
@@ -96,7 +103,7 @@ def parse_space(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> S
         try:
             override = parser.parse_overrides([text])[0]
         except HydraException as err:
-            raise _error(where, text, str(err).splitlines()[0]) from None
+            raise _error(where, text, _why(err)) from None
         name = override.key_or_group + (f"@{override.package}" if override.package else "")
         entries.pop(name, None)
         if not override.is_sweep_override():
