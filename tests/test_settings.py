@@ -159,7 +159,7 @@ def test_bad_preload(value: list, message: str) -> None:
 
 def test_warm_start_and_free_memory_waits_are_on_by_default() -> None:
     settings = parse_settings({})
-    assert settings.warm_start is True and settings.wait_for_free_memory is True
+    assert settings.warm_start == "spawn" and settings.wait_for_free_memory is True
 
 
 @pytest.mark.parametrize(

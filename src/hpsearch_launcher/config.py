@@ -67,8 +67,11 @@ class LauncherSettings:
     # wait (each job's peak memory is still measured, where NVML answers).
     wait_for_free_memory: bool = True
     # Warm start: while a slot's job runs, its next job's process is made and waits, imports
-    # done, touching no GPU; still one fresh process per job. false: each process starts cold.
-    warm_start: bool = True
+    # done, touching no GPU; still one fresh process per job. true (or spawn): such spares;
+    # fork: each job's process forked from one server that has the imports done (falls back to
+    # spawn, with a warning, where forking is unsafe); false: each process starts cold.
+    # Checked: "spawn", "fork" or "off".
+    warm_start: Any = True
     # Modules a waiting process imports ahead of its job: "auto" (those the jobs are seen to
     # import), a list (e.g. [tensorflow]), or [] for none. Checked: None for "auto", else a tuple.
     preload: Any = "auto"
@@ -88,6 +91,11 @@ class LauncherSettings:
     # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
     backend: str = "local"
     ray: RaySettings = field(default_factory=RaySettings)
+
+    @property
+    def warm(self) -> bool:
+        """Whether job processes are made ahead (spawned spares, or a fork server)."""
+        return self.warm_start != "off"
 
     @property
     def packed(self) -> bool:
