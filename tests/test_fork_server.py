@@ -7,13 +7,14 @@ ahead), so every later job is offered to it, on a machine of any speed."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import Runner, read_records, simulated_gpus_env
+from conftest import Runner, read_records, simulated_gpus_env, wait_for_roles, wait_no_tagged
 
 FORK = "hydra.launcher.warm_start=fork"
 PRELOAD = "hydra.launcher.preload=[preload_marker]"
@@ -22,11 +23,10 @@ NOT_FORKING = "hpsearch: warm_start=fork: not forking: "
 pytestmark = pytest.mark.slow
 
 
-def fork_sweep(
+def start_fork_sweep(
     runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[str], str]:
-    """A probe sweep with warm_start=fork whose first round waits for the server's imports;
-    the sweep, and what it printed."""
+) -> subprocess.Popen[str]:
+    """A probe sweep with warm_start=fork whose first round waits for the server's imports."""
     (marks / "hold").touch()
     sweep = runner.popen(
         runner.probe_sweep(marks, "hold_from=0", PRELOAD, FORK, *args),
@@ -37,7 +37,20 @@ def fork_sweep(
         while not list(marks.glob("preloaded-*")) and sweep.poll() is None:
             assert time.monotonic() < deadline, "the fork server never had its imports done"
             time.sleep(0.05)
+    except BaseException:
+        sweep.kill()
+        raise
+    finally:
         (marks / "hold").unlink()
+    return sweep
+
+
+def fork_sweep(
+    runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """start_fork_sweep, run to its end: the sweep, and what it printed."""
+    sweep = start_fork_sweep(runner, marks, *args, env=env)
+    try:
         out, _ = sweep.communicate(timeout=180)
     finally:
         sweep.kill()
@@ -194,3 +207,48 @@ def test_forked_jobs_draw_fresh_numbers_and_a_seed_gives_what_it_gives_spawned(
     assert spawned.returncode == 0, spawned.stdout
     (alone,) = read_records(marks)
     assert {tuple(r["draws"]) for r in records} == {tuple(alone["draws"])}
+
+
+@pytest.mark.parametrize(
+    ("sig", "exit_code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)],
+)
+def test_stopping_the_sweep_ends_forked_job_trees_and_the_server(
+    runner: Runner, marks: Path, sig: signal.Signals, exit_code: int
+) -> None:
+    """Two forked jobs: one hangs with a grandchild, one ignores SIGTERM. Nothing outlives the
+    sweep (the runner fixture checks every tagged process is gone)."""
+    args = (
+        "x=0,1,2,3",
+        "hang_x=2",
+        "trap_x=3",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.gpus=[]",
+    )
+    sweep = start_fork_sweep(runner, marks, *args)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((marks / "start-2").exists() and (marks / "start-3").exists()):
+            assert time.monotonic() < deadline, "jobs 2 and 3 never started"
+            time.sleep(0.05)
+        wanted = {"job": 2, "spare": 0, "grandchild": 1, "server": 1}
+        assert wait_for_roles(runner.tag, wanted, within=60) == wanted
+        assert all(int((marks / f"start-{n}").read_text()) != sweep.pid for n in (2, 3))
+        sweep.send_signal(sig)
+        out, _ = sweep.communicate(timeout=60)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == exit_code, out
+    assert wait_no_tagged(runner.tag, within=10) == []  # within 10 s, nothing is orphaned
+
+
+def test_a_forked_job_past_its_timeout_is_ended_with_its_tree(
+    runner: Runner, marks: Path, tmp_path: Path, cold_start_s: float
+) -> None:
+    timeout = max(2, round(6 * cold_start_s))
+    args = ("x=0,1,2", "hang_x=2", f"hydra.launcher.timeout={timeout}", "hydra.launcher.gpus=[]")
+    sweep, out = fork_sweep(runner, marks, *args, "hydra.launcher.n_jobs=2")
+    assert sweep.returncode == 1, out
+    assert int((marks / "start-2").read_text()) != sweep.pid, out  # job 2 was forked
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert list(rows["status"]) == ["completed", "completed", "timeout"]

@@ -15,11 +15,15 @@ import time
 from pathlib import Path
 
 import hydra
-import import_effects
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from hpsearch_launcher import report, report_gpu_peak
+
+try:  # run as the script (its directory on sys.path), or imported as tests' apps.probe
+    import import_effects
+except ImportError:
+    from apps import import_effects
 
 if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
     from hpsearch_launcher.execute import child  # but the last one, as its task returns
