@@ -27,6 +27,7 @@ The server ends when the sweep closes the socket or dies (its watchdog, as a spa
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -36,7 +37,7 @@ import sys
 import threading
 from typing import Any
 
-from .child import Status, preload_modules, redirect, run_job_file
+from .child import Status, discover_hydra_plugins, preload_modules, redirect, run_job_file
 from .child import start_parent_watchdog as start_watchdog
 
 BOOT = (
@@ -63,6 +64,7 @@ def main(
 
     with open(task_file, "rb") as f:
         task = cloudpickle.load(f)
+    discover_hydra_plugins()
     preload_modules(preload, status)
     Server(task, status, control, own_threads).serve()
 
@@ -164,6 +166,9 @@ class Server:
             os.close(status_fd)
             self._tell(op="refused", id=message["id"], why=why)
             return
+        # What the server made so far is never collected: a child's collections then leave
+        # its pages shared (no write to each object's GC header), as gc.freeze's docs advise.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             try:
@@ -180,6 +185,9 @@ class Server:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (self.wake_r, self.wake_w, self.control.detach()):
             os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)  # as a spawned job's stdin ends: no input
+        os.dup2(null, 0)
+        os.close(null)
         os.close(self.status.fd)  # the server's status pipe is not the job's
         start_watchdog(os.getppid())  # the server: it ends with the sweep
         apply_env(message["env"], message["unset"])
