@@ -279,7 +279,7 @@ def bench_scale(work: Path, sizes: list[int]) -> None:
     )
     print("|---|---|---|---|---|---|")
     for jobs in sizes:  # side by side: the same noise for both
-        for warm_start in ("spawn", "fork"):
+        for warm_start in ("true", "fork"):  # true: spawned spares, in every version
             _scale_once(work, jobs, warm_start)
 
 

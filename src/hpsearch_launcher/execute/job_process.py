@@ -131,6 +131,8 @@ class LocalHandle:
         told (it stops forking), and the job given a cold process."""
         assert self._on_fork_failure is not None
         self.ready_by = None
+        if self._ended:  # the sweep ended it: nothing failed
+            return
         self._on_fork_failure(
             f"a forked job process (pid {self.proc.pid}) ended before it started its job"
             if ended
