@@ -40,7 +40,7 @@ def kind(proc: psutil.Process) -> str | None:
         parent = " ".join(proc.parent().cmdline()) if proc.parent() else ""
         return "forked job" if "execute.fork_server" in parent else "fork server"
     if "execute.child" in cmdline:
-        return "spare (waiting)" if "/spare-" in cmdline else "job"
+        return "spare" if "/spare-" in cmdline else "job"  # a spare keeps its name in its job
     return None
 
 

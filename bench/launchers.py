@@ -275,9 +275,10 @@ def bench_scale(work: Path, sizes: list[int]) -> None:
     print("\n## scale: trivial jobs under hpsearch warm (spawned spares) and fork, 2 slots")
     print(
         "| warm_start | jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
-        "| sweep CPU per job (ms) | wall (s) |"
+        "| sweep CPU per job (ms) | wall (s) | a task's end to the next one's first line, "
+        "p50 / p99 (ms) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for jobs in sizes:  # side by side: the same noise for both
         for warm_start in ("true", "fork"):  # true: spawned spares, in every version
             _scale_once(work, jobs, warm_start)
@@ -316,8 +317,14 @@ def _scale_once(work: Path, jobs: int, warm_start: str) -> None:
     records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
     first = min(r["start"] for r in records) - launch_at
     per_job = (cpu - sweep_cpu_before) / jobs * 1000
+    # The i-th task to begin took the slot the (i - SLOTS)-th to end gave back: the gap is the
+    # process's exit, the sweep's noticing, and the next process's start (fork or hand-over).
+    ends, starts = sorted(r["end"] for r in records), sorted(r["start"] for r in records)
+    gaps = sorted(starts[i] - ends[i - SLOTS] for i in range(SLOTS, len(starts)))
+    p50, p99 = (gaps[int(q * (len(gaps) - 1))] * 1000 for q in (0.5, 0.99))
     print(
-        f"| {warm_start} | {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} |"
+        f"| {warm_start} | {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} "
+        f"| {p50:.0f} / {p99:.0f} |"
     )
 
 
