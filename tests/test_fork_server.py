@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import Runner, read_records, simulated_gpus_env, wait_for_roles, wait_no_tagged
+from conftest import (
+    Runner,
+    processes_tagged,
+    read_records,
+    role,
+    simulated_gpus_env,
+    wait_for_roles,
+    wait_no_tagged,
+)
 
 FORK = "hydra.launcher.warm_start=fork"
 PRELOAD = "hydra.launcher.preload=[preload_marker]"
@@ -252,3 +260,26 @@ def test_a_forked_job_past_its_timeout_is_ended_with_its_tree(
     assert int((marks / "start-2").read_text()) != sweep.pid, out  # job 2 was forked
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
     assert list(rows["status"]) == ["completed", "completed", "timeout"]
+
+
+def test_a_server_killed_mid_sweep_falls_back_and_every_job_completes(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """Its forked jobs end with it (their watchdogs) and run again as a SIGKILL's jobs do."""
+    args = ("x=0,1,2,3,4,5", "sleep=1", "hydra.launcher.n_jobs=2", "hydra.launcher.gpus=[]")
+    sweep = start_fork_sweep(runner, marks, *args)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marks / "start-2").exists():
+            assert time.monotonic() < deadline, "job 2 never started"
+            time.sleep(0.05)
+        (server,) = [p for p in processes_tagged(runner.tag) if role(p) == "server"]
+        server.kill()
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 0, out
+    assert out.count(NOT_FORKING) == 1, out
+    assert f"{NOT_FORKING}the fork server ended (-9)" in out
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert sorted(rows["x"]) == list(range(6)) and set(rows["status"]) == {"completed"}
