@@ -20,7 +20,8 @@ Workloads (2 slots each; a "slot" is what a GPU box would give one job):
                starts (from launch() being called), the sweep process's peak RSS and its
                own CPU time per job
 
-Contenders: hpsearch warm (default), hpsearch cold (warm_start=false), hpsearch ray
+Contenders: hpsearch warm (default), hpsearch cold (warm_start=false), hpsearch fork
+(warm_start=fork; with no other setting: hpsearch defaults fork), hpsearch ray
 (backend=ray, a Ray of the sweep's own with 2 CPUs), Hydra's basic launcher
 (one job at a time, in the sweep process: skipped where that takes over a minute),
 hydra-joblib-launcher (reuses worker processes),
@@ -109,6 +110,9 @@ def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]]
         cores = [] if os.cpu_count() == SLOTS else [f"hydra.launcher.n_jobs={SLOTS}"]
         return {
             "hpsearch defaults": command("hydra/launcher=hpsearch", *cores),
+            "hpsearch defaults fork": command(
+                "hydra/launcher=hpsearch", *cores, "hydra.launcher.warm_start=fork"
+            ),
             "joblib": command("hydra/launcher=joblib", f"hydra.launcher.n_jobs={SLOTS}"),
         }
 
@@ -129,6 +133,7 @@ def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]]
     return {
         "hpsearch warm": command(*ours),
         "hpsearch cold": command(*ours, "hydra.launcher.warm_start=false"),
+        "hpsearch fork": command(*ours, "hydra.launcher.warm_start=fork"),
         # A Ray the sweep starts on this machine, with SLOTS CPUs: Ray's own pool of started
         # workers, one fresh worker per job (its start-up counts: the sweep's own Ray).
         "hpsearch ray": command(
@@ -230,8 +235,12 @@ def bench_workload(w: Workload, repeats: int, work: Path, only: list[str] | None
         results[name] = best
         print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {first:.1f} | {pids} |")
     ours = "hpsearch defaults" if w.defaults else "hpsearch warm"
-    if ours in results and "joblib" in results:
-        print(f"{ours} / joblib = {results[ours] / results['joblib']:.2f}")
+    forked = "hpsearch defaults fork" if w.defaults else "hpsearch fork"
+    for mine in (ours, forked):
+        if mine in results and "joblib" in results:
+            print(f"{mine} / joblib = {results[mine] / results['joblib']:.2f}")
+    if ours in results and forked in results:
+        print(f"fork / spawn = {results[forked] / results[ours]:.2f}")
 
 
 def bench_digits(repeats: int, work: Path) -> None:
@@ -263,45 +272,60 @@ def bench_digits(repeats: int, work: Path) -> None:
 
 
 def bench_scale(work: Path, sizes: list[int]) -> None:
-    print("\n## scale: trivial jobs under hpsearch warm, 2 slots")
+    print("\n## scale: trivial jobs under hpsearch warm (spawned spares) and fork, 2 slots")
     print(
-        "| jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
-        "| sweep CPU per job (ms) | wall (s) |"
+        "| warm_start | jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
+        "| sweep CPU per job (ms) | wall (s) | a task's end to the next one's first line, "
+        "p50 / p99 (ms) |"
     )
-    print("|---|---|---|---|---|")
-    for jobs in sizes:
-        marks = Path(tempfile.mkdtemp(dir=work, prefix=f"scale{jobs}-"))
-        w = Workload(f"scale{jobs}", jobs, "trivial", 0.0)
-        command = [
-            sys.executable,
-            str(DRIVER),
-            str(APP),
-            *hydra_args(w, marks, marks / "out"),
-            "hydra/launcher=hpsearch",
-            "hydra.launcher.gpus=[]",
-            f"hydra.launcher.n_jobs={SLOTS}",
-        ]
-        started = time.monotonic()
-        log = marks / "sweep.log"  # a file, not a pipe: nobody reads a pipe while it runs
-        with log.open("w") as out_file:
-            proc = subprocess.Popen(command, stdout=out_file, stderr=subprocess.STDOUT, cwd=marks)
-        watched = psutil.Process(proc.pid)
-        peak, cpu = 0, 0.0
-        while proc.poll() is None:
-            try:
-                peak = max(peak, watched.memory_info().rss)
-                times = watched.cpu_times()
-                cpu = times.user + times.system
-            except psutil.Error:
-                break
-            time.sleep(0.05)
-        out = log.read_text()
-        wall = time.monotonic() - started
-        launch_at, sweep_cpu_before = _printed(out, "LAUNCH_AT"), _printed(out, "CPU_AT_LAUNCH")
-        records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
-        first = min(r["start"] for r in records) - launch_at
-        per_job = (cpu - sweep_cpu_before) / jobs * 1000
-        print(f"| {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} |")
+    print("|---|---|---|---|---|---|---|")
+    for jobs in sizes:  # side by side: the same noise for both
+        for warm_start in ("true", "fork"):  # true: spawned spares, in every version
+            _scale_once(work, jobs, warm_start)
+
+
+def _scale_once(work: Path, jobs: int, warm_start: str) -> None:
+    marks = Path(tempfile.mkdtemp(dir=work, prefix=f"scale{jobs}-"))
+    w = Workload(f"scale{jobs}", jobs, "trivial", 0.0)
+    command = [
+        sys.executable,
+        str(DRIVER),
+        str(APP),
+        *hydra_args(w, marks, marks / "out"),
+        "hydra/launcher=hpsearch",
+        "hydra.launcher.gpus=[]",
+        f"hydra.launcher.n_jobs={SLOTS}",
+        f"hydra.launcher.warm_start={warm_start}",
+    ]
+    started = time.monotonic()
+    log = marks / "sweep.log"  # a file, not a pipe: nobody reads a pipe while it runs
+    with log.open("w") as out_file:
+        proc = subprocess.Popen(command, stdout=out_file, stderr=subprocess.STDOUT, cwd=marks)
+    watched = psutil.Process(proc.pid)
+    peak, cpu = 0, 0.0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, watched.memory_info().rss)
+            times = watched.cpu_times()
+            cpu = times.user + times.system
+        except psutil.Error:
+            break
+        time.sleep(0.05)
+    out = log.read_text()
+    wall = time.monotonic() - started
+    launch_at, sweep_cpu_before = _printed(out, "LAUNCH_AT"), _printed(out, "CPU_AT_LAUNCH")
+    records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
+    first = min(r["start"] for r in records) - launch_at
+    per_job = (cpu - sweep_cpu_before) / jobs * 1000
+    # The i-th task to begin took the slot the (i - SLOTS)-th to end gave back: the gap is the
+    # process's exit, the sweep's noticing, and the next process's start (fork or hand-over).
+    ends, starts = sorted(r["end"] for r in records), sorted(r["start"] for r in records)
+    gaps = sorted(starts[i] - ends[i - SLOTS] for i in range(SLOTS, len(starts)))
+    p50, p99 = (gaps[int(q * (len(gaps) - 1))] * 1000 for q in (0.5, 0.99))
+    print(
+        f"| {warm_start} | {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} "
+        f"| {p50:.0f} / {p99:.0f} |"
+    )
 
 
 def _printed(out: str, tag: str) -> float:

@@ -27,7 +27,7 @@ from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR
-from hpsearch_launcher.execute import child
+from hpsearch_launcher.execute import child, fork_server
 from hpsearch_launcher.hydra_line import HAS_EXECUTION_WHITELIST
 
 # Hydra's plugin scan, before any test snapshots Hydra's global state (hydra_restore_singletons):
@@ -91,7 +91,8 @@ def processes_tagged(tag: str) -> list[psutil.Process]:
 
 def role(proc: psutil.Process) -> str | None:
     """What `proc` is: "job" (a job's process), "spare" (a warm spare, still so named once
-    handed a job), "grandchild" (the probe's `hang` child), or None (the sweep, any other)."""
+    handed a job), "server" (the fork server; a job it forked is a "job"), "grandchild" (the
+    probe's `hang` child), or None (the sweep, any other)."""
     try:
         cmdline = " ".join(proc.cmdline())
     except psutil.Error:
@@ -100,13 +101,19 @@ def role(proc: psutil.Process) -> str | None:
         return "grandchild"
     if child.__name__ in cmdline:  # the module its BOOT line imports
         return "spare" if "/spare-" in cmdline else "job"
+    if fork_server.__name__ in cmdline:  # the fork server, or a job's process it forked
+        try:
+            forked = fork_server.__name__ in " ".join(proc.parent().cmdline())
+        except (psutil.Error, AttributeError):
+            forked = False
+        return "job" if forked else "server"
     return None
 
 
 def roles(procs: list[psutil.Process]) -> dict[str, int]:
     """How many of `procs` are job processes, waiting warm spares, and the probe's `hang`
     grandchildren (the sweep process itself is none of these)."""
-    counts = {"job": 0, "spare": 0, "grandchild": 0}
+    counts = {"job": 0, "spare": 0, "grandchild": 0, "server": 0}
     for proc in procs:
         if (kind := role(proc)) is not None:
             counts[kind] += 1

@@ -90,8 +90,9 @@ def test_an_out_of_memory_line_only_in_stderr_retries_alone(
     assert "out of memory: exited with status 1: CUDA error: out of memory" in row["error"]
 
 
+@pytest.mark.parametrize("warm_start", ["spawn", "fork"])
 def test_out_of_memory_job_is_retried_alone_on_its_gpu(
-    launch, marks: Path, tmp_path: Path, simulated_gpus: None
+    launch, marks: Path, tmp_path: Path, simulated_gpus: None, warm_start: str
 ) -> None:
     jobs = [
         ["x=0", "sleep=2"],
@@ -99,7 +100,12 @@ def test_out_of_memory_job_is_retried_alone_on_its_gpu(
         ["x=2", "sleep=2"],
         ["x=3", "sleep=2"],
     ]
-    returns = launch(jobs, "hydra.launcher.gpus=[0,1]", "hydra.launcher.jobs_per_gpu=2")
+    returns = launch(
+        jobs,
+        "hydra.launcher.gpus=[0,1]",
+        "hydra.launcher.jobs_per_gpu=2",
+        f"hydra.launcher.warm_start={warm_start}",
+    )
     assert [r.return_value for r in returns] == [0.0, 1.0, 2.0, 3.0]
     records = {r["x"]: r for r in read_records(marks)}
     retry = records[1]
@@ -144,7 +150,7 @@ def test_stopping_the_sweep_ends_every_job_tree(
     sweep = runner.popen(args)
     wait_for([marks / "start-0", marks / "start-1"])
     # 2 jobs, their 2 grandchildren, and (warm start) a spare waiting for each queued job.
-    wanted = {"job": 2, "grandchild": 2, "spare": 2}
+    wanted = {"job": 2, "grandchild": 2, "spare": 2, "server": 0}
     assert wait_for_roles(runner.tag, wanted) == wanted
     sweep.send_signal(sig)
     out, _ = sweep.communicate(timeout=30)

@@ -28,9 +28,16 @@ def count_starts(marks: Path) -> int:
     return len(path.read_text().split()) if path.exists() else 0
 
 
-def test_repeated_parent_faults_then_resume(runner: Runner, marks: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("warm_start", ["spawn", "fork"])
+def test_repeated_parent_faults_then_resume(
+    runner: Runner, marks: Path, tmp_path: Path, warm_start: str
+) -> None:
     args = runner.probe_sweep(
-        marks, f"x={','.join(map(str, range(12)))}", "sleep=0.8", "hydra.launcher.n_jobs=2"
+        marks,
+        f"x={','.join(map(str, range(12)))}",
+        "sleep=0.8",
+        "hydra.launcher.n_jobs=2",
+        f"hydra.launcher.warm_start={warm_start}",
     )
     results = tmp_path / "sweep" / "results.csv"
     for sig, new_starts in SCRIPT:

@@ -91,8 +91,8 @@ ORPHAN_GONE_WITHIN_S = 2.5
 
 WATCHED_CHILD = """
 import os, time
-from hpsearch_launcher.execute.child import _start_parent_watchdog
-_start_parent_watchdog(os.getppid())
+from hpsearch_launcher.execute.child import start_parent_watchdog
+start_parent_watchdog(os.getppid())
 print("watching", flush=True)
 time.sleep(600)
 """

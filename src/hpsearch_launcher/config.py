@@ -66,9 +66,11 @@ class LauncherSettings:
     # other users' processes hold; until then its jobs wait (other GPUs go on). false: never
     # wait (each job's peak memory is still measured, where NVML answers).
     wait_for_free_memory: bool = True
-    # Warm start: while a slot's job runs, its next job's process is made and waits, imports
-    # done, touching no GPU; still one fresh process per job. false: each process starts cold.
-    warm_start: bool = True
+    # Warm start, still one fresh process per job: true (or spawn) makes each slot's next
+    # process ahead, imports done, touching no GPU; fork forks each job's process from one
+    # server per sweep that has the imports done (back to spawn, with one warning, where a fork
+    # is unsafe); false starts each process cold. Checked: "spawn", "fork" or "off".
+    warm_start: Any = True
     # Modules a waiting process imports ahead of its job: "auto" (those the jobs are seen to
     # import), a list (e.g. [tensorflow]), or [] for none. Checked: None for "auto", else a tuple.
     preload: Any = "auto"
@@ -88,6 +90,11 @@ class LauncherSettings:
     # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
     backend: str = "local"
     ray: RaySettings = field(default_factory=RaySettings)
+
+    @property
+    def warm(self) -> bool:
+        """Whether job processes are made ahead (spawned spares, or a fork server)."""
+        return self.warm_start != "off"
 
     @property
     def packed(self) -> bool:

@@ -7,6 +7,7 @@ import ctypes
 import importlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -19,6 +20,11 @@ from omegaconf import DictConfig
 
 from hpsearch_launcher import EXECUTION_WHITELIST, report, report_gpu_peak
 from hpsearch_launcher.hydra_line import main_options
+
+try:  # run as the script (its directory on sys.path), or imported as tests' apps.probe
+    import import_effects
+except ImportError:
+    from apps import import_effects
 
 if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
     from hpsearch_launcher.execute import child  # but the last one, as its task returns
@@ -37,7 +43,7 @@ def probe(cfg: DictConfig) -> float:
     if cfg.x == cfg.trap_x:  # a job that ignores SIGTERM: only SIGKILL ends it
         signal.signal(signal.SIGTERM, lambda *_: (marks / f"sigterm-{num}").touch())
     sleepers = _hang_grandchildren()  # of earlier jobs: their trees must be gone by now
-    (marks / f"start-{num}").touch()
+    (marks / f"start-{num}").write_text(str(os.getppid()))  # the sweep, or the fork server
     with open(marks / "starts.log", "a") as f:
         f.write(f"{cfg.x}\n")
     # A hold file (outside the config, so resumed runs keep their identity) parks jobs with
@@ -76,8 +82,15 @@ def probe(cfg: DictConfig) -> float:
     first_attempt = not (marks / f"attempted-{cfg.x}").exists()
     (marks / f"attempted-{cfg.x}").touch()
     _fail("hang" if cfg.x == cfg.hang_x else "raise" if failing else cfg.mode, first_attempt, marks)
+    if cfg.seed is not None:  # as a task seeds itself (hpsearch's: keras.utils.set_random_seed)
+        random.seed(cfg.seed)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(cfg.seed)
+    assert import_effects.DONE is not None  # the task needs it: its process imports it
+    numpy = sys.modules.get("numpy")  # imported ahead (preload) or by the task (imports)
     record = {
         "num": num,
+        "draws": [random.random(), None if numpy is None else float(numpy.random.random())],
         "x": cfg.x,
         "pid": os.getpid(),
         "ppid": os.getppid(),

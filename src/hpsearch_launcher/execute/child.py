@@ -52,25 +52,44 @@ BOOT = (
 
 
 def main(task_file: str, early_log: str, preload: list[str], status_fd: int = -1) -> None:
-    _start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
+    start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
     redirect(early_log, early_log)
     status = Status(status_fd)
     import cloudpickle
 
     with open(task_file, "rb") as f:
-        hydra_context, task_function, singleton_state = cloudpickle.load(f)
-    _preload(preload, status)
+        task = cloudpickle.load(f)
+    discover_hydra_plugins()
+    preload_modules(preload, status)
     job_file = sys.stdin.readline()
     while job_file.startswith(MORE):  # learned while this spare waited
-        _preload(json.loads(job_file[len(MORE) :]), status)
+        preload_modules(json.loads(job_file[len(MORE) :]), status)
         job_file = sys.stdin.readline()
     job_file = job_file.strip()
     if not job_file:  # the sweep ended this process before giving it a job
         os._exit(0)
+    run_job_file(job_file, task, status, keep=early_log)
+
+
+def discover_hydra_plugins() -> None:
+    """Hydra's plugin scan, which every job's run begins with (Singleton.set_state), done ahead
+    (0.1-0.2 s here): run_task keeps what it found."""
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()
+
+
+def run_job_file(job_file: str, task: Any, status: Status, keep: str | None = None) -> None:
+    """Run the job `job_file` names with `task` (the unpickled hydra context, task function
+    and singleton state), its output in the job's own log files (`keep`'s content first),
+    write its result and end the process: the same for a spawned process and a forked one."""
+    import cloudpickle
+
+    hydra_context, task_function, singleton_state = task
     watch = ImportWatch(status)
     with open(job_file, "rb") as f:
         job = cloudpickle.load(f)
-    redirect(job["stdout"], job["stderr"], keep=early_log)
+    redirect(job["stdout"], job["stderr"], keep=keep)
     config = cloudpickle.loads(job["config"])
     result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
     watch.check()  # what it imported last, told before the sweep sees the process end
@@ -155,7 +174,7 @@ def _exit_quickly() -> None:
     os._exit(0)
 
 
-def _preload(modules: list[str], status: Status) -> None:
+def preload_modules(modules: list[str], status: Status) -> None:
     """Import what the job will need, ahead of it, its output discarded; each import timed and
     told to the sweep. A failure is reported, not raised: the job meets it, if it needs it."""
     import importlib
@@ -199,11 +218,18 @@ def run_task(
     """Run the job as Hydra's own launchers do, in the run dir `subdir` the sweep claimed for
     it ("": where its config says); what happened, as a TaskResult."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.core.plugins import Plugins
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
     from omegaconf import read_write
 
     setup_globals()
+    # The state leaves Plugins out, and set_state scans for them again (0.1 s here): the scan
+    # this process made ahead (discover_hydra_plugins) is the same sys.path's, so it is kept.
+    found = Singleton._instances.get(Plugins)
+    if found is not None:
+        singleton_state = {**singleton_state, "instances": {**singleton_state["instances"]}}
+        singleton_state["instances"][Plugins] = found
     Singleton.set_state(singleton_state)
     if subdir:
         with read_write(sweep_config.hydra):
@@ -320,7 +346,7 @@ def redirect(stdout_path: str, stderr_path: str, keep: str | None = None) -> Non
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 
-def _start_parent_watchdog(parent_pid: int) -> None:
+def start_parent_watchdog(parent_pid: int) -> None:
     """End this job's whole process group when the sweep process dies (SIGKILL included):
     an orphaned job would go on holding its GPU memory."""
 

@@ -15,12 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Protocol
 
 import cloudpickle
 import psutil
 
 from ..outcome import Ending, Outcome, outcome_of
 from .backend import JobSpec, last_error_line
+from .fork_server import STARTED
+from .forked import FORK_READY_S
 from .spare import Preloads, Spare, StatusReader
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
@@ -28,18 +31,30 @@ STATUS_POLL_S = 1.0  # a job's watcher wakes so often to see whether its process
 log = logging.getLogger("hpsearch.launcher")
 
 
+class JobProcess(Protocol):
+    """A job's process: a `subprocess.Popen`, or one the fork server forked (execute.forked)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class LocalHandle:
     """One job's process: started at once, watched by a thread that resolves `outcome`."""
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: JobProcess,
         spec: JobSpec,
         result_path: Path,
         status: StatusReader,
         preloads: Preloads,
         spare: Spare | None = None,
-        cold: Callable[[], tuple[subprocess.Popen[bytes], StatusReader]] | None = None,
+        cold: Callable[[], tuple[JobProcess, StatusReader]] | None = None,
+        ready_by: float | None = None,
+        on_fork_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.proc = proc
         self.spec = spec
@@ -50,6 +65,10 @@ class LocalHandle:
         # replaced by `cold()` (a cold process given the job) if one of them hangs.
         self.spare = spare if spare is not None and spare.batches > 0 else None
         self._cold = cold
+        # A forked process: it says `started` by `ready_by` (time.monotonic), or it is killed,
+        # `on_fork_failure` told why, and the job given a cold process.
+        self.ready_by = ready_by
+        self._on_fork_failure = on_fork_failure
         self._lock = threading.Lock()  # the process is replaced, or the sweep ends it: not both
         self._ended = False
         self.outcome: Future[Outcome] = Future()
@@ -82,8 +101,14 @@ class LocalHandle:
             while True:
                 lines = self.status.lines(STATUS_POLL_S)
                 for line in lines or ():
-                    self.preloads.heard(line, self.spare)
-                if self.spare is not None and self.spare.batches <= 0:
+                    if line == STARTED:
+                        self.ready_by = None
+                    else:
+                        self.preloads.heard(line, self.spare)
+                late = self.ready_by is not None and time.monotonic() > self.ready_by
+                if self.ready_by is not None and (lines is None or late):
+                    self._fork_failed(ended=lines is None)
+                elif self.spare is not None and self.spare.batches <= 0:
                     self.spare = None  # its imports are done: it runs the job now
                 elif self.spare is not None and self.preloads.stuck(self.spare):
                     self._go_cold()
@@ -100,6 +125,21 @@ class LocalHandle:
             log.debug("hpsearch: job %d's status pipe: %r", self.spec.num, err)
         finally:
             self.status.close()
+
+    def _fork_failed(self, ended: bool) -> None:
+        """Its forked process ended, or hangs, before it started the job: killed, the backend
+        told (it stops forking), and the job given a cold process."""
+        assert self._on_fork_failure is not None
+        self.ready_by = None
+        if self._ended:  # the sweep ended it: nothing failed
+            return
+        self._on_fork_failure(
+            f"a forked job process (pid {self.proc.pid}) ended before it started its job"
+            if ended
+            else f"a forked job process (pid {self.proc.pid}) had not started its job "
+            f"{FORK_READY_S:g} s after its fork (HPSEARCH_FORK_READY_TIMEOUT); it was killed"
+        )
+        self._go_cold()
 
     def _go_cold(self) -> None:
         """Its spare hangs (or died) in an import ahead: killed, and the job given a cold

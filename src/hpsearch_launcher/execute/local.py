@@ -24,16 +24,20 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import cloudpickle
 
 from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
 from .child import BOOT, MORE
+from .fork_server import BOOT as SERVER_BOOT
+from .forked import FORK_READY_S, ForkRefused, ForkServer
 from .job_process import KILL_WAIT_S, LocalHandle, end_trees, hand_over, signal_tree
 from .spare import Preloads, Spare, StatusReader
 
@@ -46,7 +50,12 @@ class LocalBackend:
     `prepare`, spares made ahead for the environments the next jobs will have."""
 
     def __init__(
-        self, task_payload: bytes, preload: Sequence[str] | None = (), max_preparing: int = 1
+        self,
+        task_payload: bytes,
+        preload: Sequence[str] | None = (),
+        max_preparing: int = 1,
+        fork: bool = False,
+        holds_gpu: Callable[[int], bool] = lambda pid: False,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
         self.task_file = self.dir / "task.pkl"
@@ -60,6 +69,11 @@ class LocalBackend:
         self.spares: dict[EnvKey, list[Spare]] = {}
         self._made = 0  # spares made so far: names their logs
         self._deaths: dict[EnvKey, int] = {}  # spares that died waiting, per environment
+        # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
+        self.forking = fork
+        self.server: ForkServer | None = None
+        self._holds_gpu = holds_gpu  # NVML: whether a process holds a CUDA context
+        self._fork_failure: str | None = None  # a job's watcher saw a forked process fail
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
@@ -83,6 +97,9 @@ class LocalBackend:
             hand_over(proc, message)
             return proc, status
 
+        forked = self._fork(spec, job_file, result, env, cold)
+        if forked is not None:
+            return forked
         spare = self._take_spare(env)
         if spare is not None:
             try:
@@ -98,7 +115,12 @@ class LocalBackend:
     def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
         """Keep `count` waiting spares for each environment in `wanted`, none for others:
         dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
-        made, waiting ones asked for the modules learned since they were made."""
+        made, waiting ones asked for the modules learned since they were made. Forking: the
+        server instead, made (or kept up to date) while any spare is wanted."""
+        self._check_server()
+        if self.forking:
+            self._prepare_server(wanted)
+            return
         ready: dict[int, bool] = {}
         for key in list(self.spares):
             alive = []
@@ -180,14 +202,24 @@ class LocalBackend:
             spare.proc.stdin.close()
 
     def _spawn(
-        self, env: Mapping[str, str], early_log: str, preload: list[str]
+        self,
+        env: Mapping[str, str],
+        early_log: str,
+        preload: list[str],
+        control: socket.socket | None = None,
     ) -> tuple[subprocess.Popen[bytes], StatusReader]:
+        """A fresh process: a job's (or a spare's), or with `control` (the server's end of its
+        socket) the fork server."""
         read_end, write_end = os.pipe()
         args = [self.sys_path, str(self.task_file), early_log, json.dumps(preload), str(write_end)]
+        fds = [write_end]
+        if control is not None:
+            args.append(str(control.fileno()))
+            fds.append(control.fileno())
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-c", BOOT, *args],
-                pass_fds=(write_end,),
+                [sys.executable, "-c", BOOT if control is None else SERVER_BOOT, *args],
+                pass_fds=fds,
                 env={**os.environ, **env},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
@@ -214,8 +246,105 @@ class LocalBackend:
             handle.ending()
         end_trees(ours, grace)
 
+    def _fork(
+        self,
+        spec: JobSpec,
+        job_file: Path,
+        result: Path,
+        env: Mapping[str, str],
+        cold: Callable[[], tuple[subprocess.Popen[bytes], StatusReader]],
+    ) -> LocalHandle | None:
+        """The job's process forked from the server, if it is ready and forking is safe."""
+        self._check_server()
+        server = self.server
+        if not self.forking or server is None or not server.ready():
+            return None
+        try:
+            proc, read_end = server.fork(str(job_file), {**os.environ, **env})
+        except ForkRefused as err:
+            self._fall_back(str(err))
+            return None
+        return LocalHandle(
+            proc,
+            spec,
+            result,
+            StatusReader(read_end),
+            self.preloads,
+            cold=cold,
+            ready_by=time.monotonic() + FORK_READY_S,
+            on_fork_failure=self._fork_failed,
+        )
+
+    def _prepare_server(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+        """Make the server once a process ahead is wanted (with the first such environment:
+        each child sets its own); hear what it says; have it import what was learned."""
+        modules = self.preloads.modules()
+        server = self.server
+        if server is None:
+            envs = [env for env, count in wanted.values() if count > 0]
+            if envs:
+                control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                self._made += 1
+                path = self.dir / f"fork-server-{self._made}.log"
+                try:
+                    proc, status = self._spawn(envs[0], str(path), modules, theirs)
+                finally:
+                    theirs.close()
+                spare = Spare(proc, path, status, set(modules))
+                self.server = ForkServer(spare, control, {**os.environ, **envs[0]})
+            return
+        missing = [m for m in modules if m not in server.spare.has]
+        if missing and server.ready():
+            server.ask_more(missing)
+
+    def _check_server(self) -> None:
+        """Take in what the server said; fall back to spawned spares (one warning) if it died,
+        hangs in an import, holds a CUDA context, or a forked process failed to start. Once
+        fallen back, the server ends when the last of its children has."""
+        server = self.server
+        if server is None:
+            return
+        if self.forking:
+            code = server.spare.proc.poll()
+            lines = server.spare.status.lines() if code is None else None
+            for line in lines or ():
+                word, _, rest = line.partition(" ")
+                if word == "threads":
+                    server.threads = int(rest)
+                    log.debug("hpsearch: the fork server has %s threads", rest)
+                else:
+                    self.preloads.heard(line, server.spare)
+                if word == "ready" and self._holds_gpu(server.spare.proc.pid):
+                    self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
+            if code is not None:
+                self.preloads.died(server.spare, code)
+                self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")
+            elif self.preloads.stuck(server.spare):
+                self._fall_back("the fork server hangs in an import ahead")
+            elif self._fork_failure is not None:
+                self._fall_back(self._fork_failure)
+        if not self.forking and not server.busy():
+            server.close()
+            self.server = None
+
+    def _fork_failed(self, why: str) -> None:
+        """From a job's watcher: a forked process did not start (it then runs cold)."""
+        self._fork_failure = self._fork_failure or why
+
+    def _fall_back(self, why: str) -> None:
+        if self.forking:
+            self.forking = False
+            log.warning(
+                "hpsearch: warm_start=fork: not forking: %s; the sweep goes on with spawned "
+                "spares (warm_start=spawn)",
+                why,
+            )
+
     def close(self) -> None:
-        """Kill the spares nobody used; remove the backend's files."""
+        """Kill the spares nobody used, and the fork server; remove the backend's files."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
         for spares in self.spares.values():
             for spare in spares:
                 self._kill(spare)

@@ -59,8 +59,13 @@ def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecuti
         packs, slots = False, 1
     # Spares importing at once: more would slow the jobs still importing (the first round, on
     # a box with few cores) more than it gains.
+    gpus = [g for g in groups if g != CPU]
     backend = LocalBackend(
-        task, settings.preload if settings.warm_start else (), max_preparing=max(1, cores // 2)
+        task,
+        settings.preload if settings.warm else (),
+        max_preparing=max(1, cores // 2),
+        fork=settings.warm_start == "fork",
+        holds_gpu=lambda pid: holds_gpu(gpus, pid),
     )
     return MachineExecution(
         backend,
@@ -70,6 +75,15 @@ def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecuti
         settings,
         totals,
         cores,
-        warm=settings.warm_start,
+        warm=settings.warm,
         packs=packs,
     )
+
+
+def holds_gpu(gpus: Collection[str], pid: int) -> bool:
+    """Whether NVML lists process `pid` on any of `gpus` (it holds a CUDA context there)."""
+    for gpu in gpus:
+        memory = nvml.nvml_memory(gpu, [pid])
+        if memory is not None and pid in memory.by_pid:
+            return True
+    return False

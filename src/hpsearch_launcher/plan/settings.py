@@ -173,13 +173,25 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         resume=_flag("resume", params["resume"]),
         max_oom_retries=_count("max_oom_retries", params["max_oom_retries"]),
         max_retries=_count("max_retries", params["max_retries"]),
-        warm_start=_flag("warm_start", params["warm_start"]),
+        warm_start=parse_warm_start(params["warm_start"]),
         wait_for_free_memory=_flag("wait_for_free_memory", params["wait_for_free_memory"]),
         preload=parse_preload(params["preload"]),
         **parse_prune(params),
         backend=parse_backend(params["backend"], params["gpus"]),
         ray=parse_ray(values_of("ray", params["ray"])),
     )
+
+
+WARM_STARTS = ("spawn", "fork")
+
+
+def parse_warm_start(value: Any) -> str:
+    """hydra.launcher.warm_start: true or spawn -> "spawn", fork -> "fork", false -> "off"."""
+    if value is True or value in WARM_STARTS:
+        return "spawn" if value is True else str(value)
+    if value is False:
+        return "off"
+    raise _fail("warm_start", value, "must be true, false, spawn (true) or fork", "warm_start=fork")
 
 
 def parse_jobs_per_gpu(value: Any) -> int | str:

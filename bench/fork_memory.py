@@ -1,0 +1,96 @@
+"""Host memory of what waits for the next job, by PSS (pages shared between processes counted
+once, split among them), not RSS: a spawned spare (warm_start=spawn) beside the fork server
+and a job forked from it (warm_start=fork), each with TensorFlow imported ahead.
+
+    python bench/fork_memory.py [--hold 40]
+
+Each sweep runs 3 jobs of bench/apps/workload.py on 1 slot (mode=sleep: the job itself
+imports nothing, so what is measured is what was imported ahead), preload=[tensorflow]. Once
+the second job runs and the next process waits, every process of the sweep is read from
+/proc/PID/smaps_rollup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+APP = REPO / "bench" / "apps" / "workload.py"
+
+
+def pss_mb(pid: int) -> tuple[float, float]:
+    """(PSS, RSS) of a process in MB, from smaps_rollup."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, value, *_ = line.split()
+        fields[name.rstrip(":")] = int(value) / 1024
+    return fields["Pss"], fields["Rss"]
+
+
+def kind(proc: psutil.Process) -> str | None:
+    cmdline = " ".join(proc.cmdline())
+    if "execute.fork_server" in cmdline:
+        parent = " ".join(proc.parent().cmdline()) if proc.parent() else ""
+        return "forked job" if "execute.fork_server" in parent else "fork server"
+    if "execute.child" in cmdline:
+        return "spare" if "/spare-" in cmdline else "job"  # a spare keeps its name in its job
+    return None
+
+
+def measure(warm_start: str, hold: float, work: Path) -> list[tuple[str, float, float]]:
+    marks = Path(tempfile.mkdtemp(dir=work, prefix=f"{warm_start}-"))
+    command = [
+        sys.executable,
+        str(APP),
+        "--multirun",
+        "x=0,1,2",
+        "mode=sleep",
+        f"hold={hold}",
+        f"marks={marks}",
+        f"hydra.sweep.dir={marks / 'out'}",
+        "hydra/launcher=hpsearch",
+        "hydra.launcher.gpus=[]",
+        "hydra.launcher.n_jobs=1",
+        "hydra.launcher.preload=[tensorflow]",
+        f"hydra.launcher.warm_start={warm_start}",
+    ]
+    sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        # Into the second job's hold: the first ran cold, the next process has its imports.
+        time.sleep(hold * 1.5)
+        rows = []
+        for proc in psutil.Process(sweep.pid).children(recursive=True):
+            try:
+                name = kind(proc)
+                if name is not None:
+                    rows.append((name, *pss_mb(proc.pid)))
+            except (psutil.Error, OSError):
+                continue
+        return rows
+    finally:
+        sweep.kill()
+        sweep.wait()
+        time.sleep(2)  # its processes' watchdogs end them
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hold", type=float, default=40.0)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="hpsearch-fork-memory-"))
+    print("| warm_start | process | PSS (MB) | RSS (MB) |")
+    print("|---|---|---|---|")
+    for warm_start in ("spawn", "fork"):
+        for name, pss, rss in sorted(measure(warm_start, args.hold, work)):
+            print(f"| {warm_start} | {name} | {pss:.0f} | {rss:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The fork server as the sweep sees it (`warm_start: fork`; its own side: execute.fork_server):
+a spawned process, watched as a spare is, that forks each job's process on request.
+
+A forked process is not the sweep's child: the server reaps it and tells its exit status, so
+`ForkedProcess` stands in for the `subprocess.Popen` a spawned job has (pid, poll, wait). If
+the server dies, its children's watchdogs end them within WATCHDOG_PERIOD_S; they are taken to
+have been killed once gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import psutil
+
+from .fork_server import MESSAGE_MAX
+from .spare import Spare
+
+log = logging.getLogger("hpsearch.launcher")
+# A fork answered later than this (s) means a server that no longer serves.
+FORK_ANSWER_S = 10.0
+# A forked child that has not said `started` this long (s) after its fork is killed, and the
+# sweep goes back to spawned spares (HPSEARCH_FORK_READY_TIMEOUT in the sweep's environment).
+FORK_READY_S = float(os.environ.get("HPSEARCH_FORK_READY_TIMEOUT", "30"))
+
+
+class ForkRefused(Exception):
+    """The server would not (or could not) fork a job; the message says why."""
+
+
+class ForkedProcess:
+    """A job's process forked by the server, with the part of Popen's interface the sweep uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = None
+        self._ended = threading.Event()
+
+    def ended(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"forked job process {self.pid}", timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class ForkServer:
+    """The server's process (as a Spare: its preload lines are heard as a spare's), its control
+    socket, and the children it forked that have not ended."""
+
+    def __init__(self, spare: Spare, control: socket.socket, env: Mapping[str, str]) -> None:
+        self.spare = spare
+        self.control = control
+        self.env = dict(env)  # the environment it was spawned with (its first slot's)
+        self.threads: int | None = None  # its native threads, as it last said
+        self._asked: dict[int, Future[int]] = {}
+        self._children: dict[int, ForkedProcess] = {}
+        self._lock = threading.Lock()
+        self._count = 0
+        self._reader = threading.Thread(target=self._read, name="hpsearch-fork-server", daemon=True)
+        self._reader.start()
+
+    def ready(self) -> bool:
+        return self.spare.batches <= 0 and self.spare.proc.poll() is None
+
+    def busy(self) -> bool:
+        """Whether a child it forked still runs."""
+        with self._lock:
+            return bool(self._children)
+
+    def ask_more(self, modules: list[str]) -> None:
+        """Have the server import `modules` too (learned since it was made)."""
+        if self._send({"op": "more", "modules": modules}):
+            self.spare.has.update(modules)
+            self.spare.batches += 1
+
+    def fork(self, job_file: str, env: Mapping[str, str]) -> tuple[ForkedProcess, int]:
+        """Fork the job's process: it and the read end of its status pipe; ForkRefused if the
+        server refuses, is gone, or does not answer."""
+        read_end, write_end = os.pipe()
+        with self._lock:
+            self._count += 1
+            asked = self._asked[self._count] = Future()
+        message = {
+            "op": "fork",
+            "id": self._count,
+            "job": job_file,
+            "env": dict(env),
+            "unset": [k for k in self.env if k not in env],
+        }
+        try:
+            sent = self._send(message, write_end)
+        finally:
+            os.close(write_end)
+        try:
+            if not sent:
+                raise ForkRefused("the fork server is gone")
+            try:
+                pid = asked.result(timeout=FORK_ANSWER_S)
+            except FutureTimeout:
+                raise ForkRefused(
+                    f"the fork server did not answer within {FORK_ANSWER_S:g} s"
+                ) from None
+        except BaseException:
+            os.close(read_end)
+            raise
+        with self._lock:
+            return self._children.setdefault(pid, ForkedProcess(pid)), read_end
+
+    def _send(self, message: dict[str, Any], fd: int | None = None) -> bool:
+        data = json.dumps(message).encode()
+        assert len(data) < MESSAGE_MAX
+        try:
+            socket.send_fds(self.control, [data], [] if fd is None else [fd])
+        except OSError:
+            return False
+        return True
+
+    def _read(self) -> None:
+        """What the server tells: forks done or refused, children reaped."""
+        while True:
+            try:
+                data = self.control.recv(MESSAGE_MAX)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            message = json.loads(data)
+            op = message["op"]
+            with self._lock:
+                if op == "forked":
+                    self._children.setdefault(message["pid"], ForkedProcess(message["pid"]))
+                    self._asked.pop(message["id"]).set_result(message["pid"])
+                elif op == "refused":
+                    self._asked.pop(message["id"]).set_exception(ForkRefused(message["why"]))
+                elif op == "exited" and message["pid"] in self._children:
+                    self._children.pop(message["pid"]).ended(message["code"])
+        self._orphaned()
+
+    def _orphaned(self) -> None:
+        """The server is gone: its children end by their watchdogs (killed here too, for a
+        child whose watchdog could not run); each is taken as killed once it is gone."""
+        with self._lock:
+            for asked in self._asked.values():
+                asked.set_exception(ForkRefused("the fork server is gone"))
+            self._asked.clear()
+            children, self._children = list(self._children.values()), {}
+        for child in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(child.pid).wait(timeout=5)
+            child.ended(-signal.SIGKILL)
+
+    def close(self) -> None:
+        """End the server (it has no job: killed at once) and its socket."""
+        with contextlib.suppress(OSError):
+            self.control.shutdown(socket.SHUT_RDWR)
+        self.spare.status.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.spare.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.spare.proc.wait(timeout=5)
+        self._reader.join(timeout=10)
+        self.control.close()

@@ -1,0 +1,285 @@
+"""warm_start=fork: each job's process forked from one server per sweep, still a fresh process
+per job in every promise; and where forking is unsafe, back to spawned spares with one warning.
+
+The end-to-end tests hold the first round of jobs until the server has its imports done (the
+preload marker leaves a mark, `preloaded-<pid>`, in the server: a cold job imports nothing
+ahead), so every later job is offered to it, on a machine of any speed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import (
+    Runner,
+    processes_tagged,
+    read_records,
+    role,
+    simulated_gpus_env,
+    wait_for_roles,
+    wait_no_tagged,
+)
+
+FORK = "hydra.launcher.warm_start=fork"
+PRELOAD = "hydra.launcher.preload=[preload_marker]"
+NOT_FORKING = "hpsearch: warm_start=fork: not forking: "
+
+pytestmark = pytest.mark.slow
+
+
+def start_fork_sweep(
+    runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """A probe sweep with warm_start=fork whose first round waits for the server's imports."""
+    (marks / "hold").touch()
+    sweep = runner.popen(
+        runner.probe_sweep(marks, "hold_from=0", PRELOAD, FORK, *args),
+        env=simulated_gpus_env({"PROBE_MARKS": str(marks), **(env or {})}),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(marks.glob("preloaded-*")) and sweep.poll() is None:
+            assert time.monotonic() < deadline, "the fork server never had its imports done"
+            time.sleep(0.05)
+    except BaseException:
+        sweep.kill()
+        raise
+    finally:
+        (marks / "hold").unlink()
+    return sweep
+
+
+def fork_sweep(
+    runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """start_fork_sweep, run to its end: the sweep, and what it printed."""
+    sweep = start_fork_sweep(runner, marks, *args, env=env)
+    try:
+        out, _ = sweep.communicate(timeout=180)
+    finally:
+        sweep.kill()
+    return sweep, out
+
+
+def forked(records: list[dict], sweep: subprocess.Popen[str]) -> list[dict]:
+    """The records of jobs whose process the server forked (its parent is not the sweep)."""
+    return [r for r in records if r["ppid"] != sweep.pid]
+
+
+def test_forked_jobs_get_fresh_processes_with_their_slots_environment(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    sweep, out = fork_sweep(
+        runner,
+        marks,
+        f"x={','.join(map(str, range(8)))}",
+        "sleep=0.3",
+        "hydra.launcher.gpus=[0,1]",
+        "hydra.launcher.jobs_per_gpu=2",
+    )
+    assert sweep.returncode == 0, out
+    assert NOT_FORKING not in out
+    records = read_records(marks)
+    assert len({r["pid"] for r in records}) == 8  # one process per job, never reused
+    later = forked(records, sweep)
+    assert len(later) == 4, out  # the first round started cold; every later job was forked
+    assert len({r["ppid"] for r in later}) == 1  # by one server
+    for r in records:  # each job's environment is its slot's, set in the child
+        assert (r["cuda"], r["fraction"], r["jax_fraction"]) in {
+            ("0", "0.45", "0.45"),
+            ("1", "0.45", "0.45"),
+        }
+    assert {r["cuda"] for r in later} == {"0", "1"}  # one server serves every GPU
+    assert all(r["preloaded_at"] is not None and r["preloaded_at"] < r["start"] for r in later)
+    for r in later:  # its own run dir, stdout and stderr
+        run_dir = tmp_path / "sweep" / f"x={r['x']}"
+        assert (run_dir / "stdout.log").read_text() == f"probe job {r['num']} stdout\n"
+        assert f"probe job {r['num']} stderr\n" in (run_dir / "stderr.log").read_text()
+    for gpu in ("0", "1"):  # 2 jobs per GPU at once, never more
+        spans = [(r["start"], r["end"]) for r in records if r["cuda"] == gpu]
+        for start, _ in spans:
+            assert sum(s <= start < e for s, e in spans) <= 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("raise", "ValueError: probe asked to raise"),
+        ("exit", "exited with status 3"),
+        ("segfault", "killed by SIGSEGV (segmentation fault)"),
+    ],
+)
+def test_a_forked_jobs_failure_reads_as_a_spawned_jobs(
+    runner: Runner, marks: Path, tmp_path: Path, mode: str, reason: str
+) -> None:
+    """Its exit status (or signal) comes back through the server as through Popen."""
+    sweep, out = fork_sweep(
+        runner,
+        marks,
+        "x=0,1,2",
+        f"mode={mode}",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.gpus=[]",
+    )
+    assert sweep.returncode == 1, out
+    assert int((marks / "start-2").read_text()) != sweep.pid, out  # job 2 was forked
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
+    assert list(rows["status"]) == ["failed"] * 3
+    assert all(reason in e for e in rows["error"]), rows["error"]
+
+
+@pytest.mark.parametrize(
+    ("at_import", "why"),
+    [
+        ("thread", "the task's module started threads at import (probe-import-thread)"),
+        ("gpu", "it holds a CUDA context (NVML lists it on a GPU)"),
+    ],
+)
+def test_a_server_unsafe_to_fork_falls_back_to_spawning_with_one_warning(
+    runner: Runner, marks: Path, tmp_path: Path, at_import: str, why: str
+) -> None:
+    memory = tmp_path / "gpu-memory"
+    memory.mkdir()
+    sweep, out = fork_sweep(
+        runner,
+        marks,
+        "x=0,1,2,3,4,5",
+        "sleep=0.3",
+        "hydra.launcher.gpus=[0]",
+        "hydra.launcher.jobs_per_gpu=2",
+        env={"PROBE_AT_IMPORT": at_import, "HPS_FAKE_GPU_MEMORY": str(memory)},
+    )
+    assert sweep.returncode == 0, out
+    assert out.count(NOT_FORKING) == 1, out
+    assert f"{NOT_FORKING}{why}; the sweep goes on with spawned spares" in out
+    records = read_records(marks)
+    assert len(records) == 6 and forked(records, sweep) == []
+
+
+def test_a_forked_process_that_hangs_before_it_starts_is_killed_and_the_sweep_completes(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    sweep, out = fork_sweep(
+        runner,
+        marks,
+        "x=0,1,2,3",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.gpus=[]",
+        env={"PROBE_AT_IMPORT": "hang_at_fork", "HPSEARCH_FORK_READY_TIMEOUT": "2"},
+    )
+    assert sweep.returncode == 0, out
+    assert out.count(NOT_FORKING) == 1, out
+    assert "had not started its job 2 s after its fork (HPSEARCH_FORK_READY_TIMEOUT)" in out
+    records = read_records(marks)
+    assert sorted(r["x"] for r in records) == [0, 1, 2, 3]  # each job once, none forked
+    assert forked(records, sweep) == []
+    assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
+
+
+def test_forked_jobs_draw_fresh_numbers_and_a_seed_gives_what_it_gives_spawned(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """NumPy's global generator, imported ahead in the server (`numpy.random`: NumPy 2 loads it
+    only when first used), is not shared by its children; a job that seeds itself draws what a
+    spawned job with that seed draws."""
+    numpy = ("imports=[numpy]", "hydra.launcher.preload=[numpy.random,preload_marker]")
+    sweep, out = fork_sweep(
+        runner, marks, "x=0,1,2,3,4,5", "hydra.launcher.n_jobs=2", "hydra.launcher.gpus=[]", *numpy
+    )
+    assert sweep.returncode == 0, out
+    unseeded = forked(read_records(marks), sweep)
+    assert len(unseeded) == 4, out
+    for which in (0, 1):  # Python's random, NumPy's
+        assert len({r["draws"][which] for r in unseeded}) == 4
+
+    (marks / "records.jsonl").unlink()
+    seeded = [
+        "x=0,1,2,3,4,5",
+        "seed=7",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.gpus=[]",
+        "hydra.sweep.dir=seeded",
+    ]
+    sweep, out = fork_sweep(runner, marks, *seeded, *numpy)
+    assert sweep.returncode == 0, out
+    records = read_records(marks)
+    assert len(forked(records, sweep)) == 4, out
+    (marks / "records.jsonl").unlink()
+    spawned = runner.run(
+        runner.probe_sweep(marks, "x=0", "seed=7", "hydra.sweep.dir=spawned", *numpy[:1])
+    )
+    assert spawned.returncode == 0, spawned.stdout
+    (alone,) = read_records(marks)
+    assert {tuple(r["draws"]) for r in records} == {tuple(alone["draws"])}
+
+
+@pytest.mark.parametrize(
+    ("sig", "exit_code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)],
+)
+def test_stopping_the_sweep_ends_forked_job_trees_and_the_server(
+    runner: Runner, marks: Path, sig: signal.Signals, exit_code: int
+) -> None:
+    """Two forked jobs: one hangs with a grandchild, one ignores SIGTERM. Nothing outlives the
+    sweep (the runner fixture checks every tagged process is gone)."""
+    args = (
+        "x=0,1,2,3",
+        "hang_x=2",
+        "trap_x=3",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.gpus=[]",
+    )
+    sweep = start_fork_sweep(runner, marks, *args)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((marks / "start-2").exists() and (marks / "start-3").exists()):
+            assert time.monotonic() < deadline, "jobs 2 and 3 never started"
+            time.sleep(0.05)
+        wanted = {"job": 2, "spare": 0, "grandchild": 1, "server": 1}
+        assert wait_for_roles(runner.tag, wanted, within=60) == wanted
+        assert all(int((marks / f"start-{n}").read_text()) != sweep.pid for n in (2, 3))
+        sweep.send_signal(sig)
+        out, _ = sweep.communicate(timeout=60)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == exit_code, out
+    assert wait_no_tagged(runner.tag, within=10) == []  # within 10 s, nothing is orphaned
+
+
+def test_a_forked_job_past_its_timeout_is_ended_with_its_tree(
+    runner: Runner, marks: Path, tmp_path: Path, cold_start_s: float
+) -> None:
+    timeout = max(2, round(6 * cold_start_s))
+    args = ("x=0,1,2", "hang_x=2", f"hydra.launcher.timeout={timeout}", "hydra.launcher.gpus=[]")
+    sweep, out = fork_sweep(runner, marks, *args, "hydra.launcher.n_jobs=2")
+    assert sweep.returncode == 1, out
+    assert int((marks / "start-2").read_text()) != sweep.pid, out  # job 2 was forked
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
+    assert list(rows["status"]) == ["completed", "completed", "timeout"]
+
+
+def test_a_server_killed_mid_sweep_falls_back_and_every_job_completes(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """Its forked jobs end with it (their watchdogs) and run again as a SIGKILL's jobs do."""
+    args = ("x=0,1,2,3,4,5", "sleep=1", "hydra.launcher.n_jobs=2", "hydra.launcher.gpus=[]")
+    sweep = start_fork_sweep(runner, marks, *args)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marks / "start-2").exists():
+            assert time.monotonic() < deadline, "job 2 never started"
+            time.sleep(0.05)
+        (server,) = [p for p in processes_tagged(runner.tag) if role(p) == "server"]
+        server.kill()
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 0, out
+    assert out.count(NOT_FORKING) == 1, out
+    assert f"{NOT_FORKING}the fork server ended (-9)" in out
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert sorted(rows["x"]) == list(range(6)) and set(rows["status"]) == {"completed"}
