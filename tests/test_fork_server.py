@@ -233,19 +233,31 @@ def test_stopping_the_sweep_ends_forked_job_trees_and_the_server(
         "hydra.launcher.n_jobs=2",
         "hydra.launcher.gpus=[]",
     )
-    sweep = start_fork_sweep(runner, marks, *args)
-    try:
-        deadline = time.monotonic() + 60
-        while not ((marks / "start-2").exists() and (marks / "start-3").exists()):
-            assert time.monotonic() < deadline, "jobs 2 and 3 never started"
-            time.sleep(0.05)
-        wanted = {"job": 2, "spare": 0, "grandchild": 1, "server": 1}
-        assert wait_for_roles(runner.tag, wanted, within=60) == wanted
-        assert all(int((marks / f"start-{n}").read_text()) != sweep.pid for n in (2, 3))
-        sweep.send_signal(sig)
-        out, _ = sweep.communicate(timeout=60)
-    finally:
-        sweep.kill()
+    # The server says it is ready a moment after its imports' mark: on a loaded machine jobs 2
+    # and 3 may still go to cold processes then. That sweep is ended and the case set up again.
+    for attempt in range(3):
+        tried = marks / f"try-{attempt}"
+        tried.mkdir()
+        sweep = start_fork_sweep(runner, tried, *args, f"hydra.sweep.dir={tried}/sweep")
+        try:
+            deadline = time.monotonic() + 60
+            while not ((tried / "start-2").exists() and (tried / "start-3").exists()):
+                assert time.monotonic() < deadline, "jobs 2 and 3 never started"
+                time.sleep(0.05)
+            if any(int((tried / f"start-{n}").read_text()) == sweep.pid for n in (2, 3)):
+                sweep.kill()  # a job not forked: not the case this test is about
+                sweep.communicate(timeout=60)
+                assert wait_no_tagged(runner.tag, within=30) == []
+                continue
+            wanted = {"job": 2, "spare": 0, "grandchild": 1, "server": 1}
+            assert wait_for_roles(runner.tag, wanted, within=60) == wanted
+            sweep.send_signal(sig)
+            out, _ = sweep.communicate(timeout=60)
+        finally:
+            sweep.kill()
+        break
+    else:
+        pytest.fail("in 3 tries, jobs 2 and 3 were never both forked")
     assert sweep.returncode == exit_code, out
     assert wait_no_tagged(runner.tag, within=10) == []  # within 10 s, nothing is orphaned
 
