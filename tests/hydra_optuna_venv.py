@@ -21,6 +21,7 @@ import pytest
 import tomllib
 from conftest import REPO
 
+from hpsearch_launcher.atomic import write_text_atomic
 from hpsearch_launcher.hydra_line import HAS_EXECUTION_WHITELIST
 
 VENV = REPO / ".venv-hydra-optuna"
@@ -51,7 +52,11 @@ def _borrow_this_venv(venv: Path) -> None:
         text=True,
     ).stdout.strip()
     here = sysconfig.get_paths()["purelib"]
-    (Path(site) / "hpsearch-main-venv.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    pth, line = Path(site) / "hpsearch-main-venv.pth", f"import site; site.addsitedir({here!r})\n"
+    # Another xdist worker's test may be starting this venv's python right now: the file is
+    # rewritten only if it changed, and atomically (a truncated .pth hides Hydra from it).
+    if not pth.exists() or pth.read_text() != line:
+        write_text_atomic(pth, line)
 
 
 def _works(venv: Path) -> bool:
