@@ -170,7 +170,8 @@ def test_a_setting_that_is_gone_is_caught() -> None:
 def wrong_defaults(text: str) -> list[str]:
     """Rows of a hand-written settings table (a `setting` and a `default` column) whose
     setting is not declared or whose default is not the declared one."""
-    known = {**declared()["sweeper"], **declared()["launcher"]}
+    found = declared()
+    known = {**found["sweeper"], **found["launcher"]}
     wrong = []
     for header, rows in re.findall(r"^(\|.*\|)\n\|[-| ]+\|\n((?:\|.*\|\n?)*)", text, flags=re.M):
         cells = [c.strip().lower() for c in header.strip("|").split("|")]
