@@ -1,14 +1,15 @@
 """warm_start=fork: each job's process forked from one server per sweep, still a fresh process
 per job in every promise; and where forking is unsafe, back to spawned spares with one warning.
 
-The end-to-end tests hold the first round of jobs until the server has its imports done (the
-preload marker leaves a mark, `preloaded-<pid>`, in the server: a cold job imports nothing
-ahead), so every later job is offered to it, on a machine of any speed."""
+The end-to-end tests hold the first round of jobs until the sweep has heard the server say it is
+ready (the sweep's debug line with its thread count), so every later job is offered to it, on
+a machine of any speed."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -27,26 +28,61 @@ from conftest import (
 FORK = "hydra.launcher.warm_start=fork"
 PRELOAD = "hydra.launcher.preload=[preload_marker]"
 NOT_FORKING = "hpsearch: warm_start=fork: not forking: "
+# The sweep logs the server's thread count (debug) once it has heard its `ready`.
+VERBOSE = "hydra.verbose=hpsearch.launcher"
+SERVER_READY = "hpsearch: the fork server has "
 
 pytestmark = pytest.mark.slow
 
 
+class ForkSweep:
+    """A probe sweep with warm_start=fork, its output read as it comes (a thread)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def said(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
+    def finish(self, timeout: float = 180) -> str:
+        """Wait for its end; what it printed."""
+        try:
+            self.proc.wait(timeout=timeout)
+            self._reader.join(timeout=30)
+        finally:
+            self.proc.kill()
+        return "".join(self.lines)
+
+
 def start_fork_sweep(
     runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.Popen[str]:
-    """A probe sweep with warm_start=fork whose first round waits for the server's imports."""
+) -> ForkSweep:
+    """A probe sweep with warm_start=fork whose first round waits until the sweep has heard
+    the server say it is ready (its debug line), or falls back, or ends."""
     (marks / "hold").touch()
-    sweep = runner.popen(
-        runner.probe_sweep(marks, "hold_from=0", PRELOAD, FORK, *args),
-        env=simulated_gpus_env({"PROBE_MARKS": str(marks), **(env or {})}),
+    sweep = ForkSweep(
+        runner.popen(
+            runner.probe_sweep(marks, "hold_from=0", PRELOAD, FORK, VERBOSE, *args),
+            env=simulated_gpus_env({"PROBE_MARKS": str(marks), **(env or {})}),
+        )
     )
     try:
         deadline = time.monotonic() + 120
-        while not list(marks.glob("preloaded-*")) and sweep.poll() is None:
-            assert time.monotonic() < deadline, "the fork server never had its imports done"
+        while not (sweep.said(SERVER_READY) or sweep.said(NOT_FORKING)):
+            if sweep.proc.poll() is not None:
+                break
+            assert time.monotonic() < deadline, "the fork server never said it was ready"
             time.sleep(0.05)
     except BaseException:
-        sweep.kill()
+        sweep.proc.kill()
         raise
     finally:
         (marks / "hold").unlink()
@@ -58,11 +94,8 @@ def fork_sweep(
 ) -> tuple[subprocess.Popen[str], str]:
     """start_fork_sweep, run to its end: the sweep, and what it printed."""
     sweep = start_fork_sweep(runner, marks, *args, env=env)
-    try:
-        out, _ = sweep.communicate(timeout=180)
-    finally:
-        sweep.kill()
-    return sweep, out
+    out = sweep.finish()
+    return sweep.proc, out
 
 
 def forked(records: list[dict], sweep: subprocess.Popen[str]) -> list[dict]:
@@ -233,32 +266,20 @@ def test_stopping_the_sweep_ends_forked_job_trees_and_the_server(
         "hydra.launcher.n_jobs=2",
         "hydra.launcher.gpus=[]",
     )
-    # The server says it is ready a moment after its imports' mark: on a loaded machine jobs 2
-    # and 3 may still go to cold processes then. That sweep is ended and the case set up again.
-    for attempt in range(3):
-        tried = marks / f"try-{attempt}"
-        tried.mkdir()
-        sweep = start_fork_sweep(runner, tried, *args, f"hydra.sweep.dir={tried}/sweep")
-        try:
-            deadline = time.monotonic() + 60
-            while not ((tried / "start-2").exists() and (tried / "start-3").exists()):
-                assert time.monotonic() < deadline, "jobs 2 and 3 never started"
-                time.sleep(0.05)
-            if any(int((tried / f"start-{n}").read_text()) == sweep.pid for n in (2, 3)):
-                sweep.kill()  # a job not forked: not the case this test is about
-                sweep.communicate(timeout=60)
-                assert wait_no_tagged(runner.tag, within=30) == []
-                continue
-            wanted = {"job": 2, "spare": 0, "grandchild": 1, "server": 1}
-            assert wait_for_roles(runner.tag, wanted, within=60) == wanted
-            sweep.send_signal(sig)
-            out, _ = sweep.communicate(timeout=60)
-        finally:
-            sweep.kill()
-        break
-    else:
-        pytest.fail("in 3 tries, jobs 2 and 3 were never both forked")
-    assert sweep.returncode == exit_code, out
+    sweep = start_fork_sweep(runner, marks, *args)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((marks / "start-2").exists() and (marks / "start-3").exists()):
+            assert time.monotonic() < deadline, "jobs 2 and 3 never started"
+            time.sleep(0.05)
+        assert all(int((marks / f"start-{n}").read_text()) != sweep.proc.pid for n in (2, 3))
+        wanted = {"job": 2, "spare": 0, "grandchild": 1, "server": 1}
+        assert wait_for_roles(runner.tag, wanted, within=60) == wanted
+        sweep.proc.send_signal(sig)
+        out = sweep.finish(timeout=60)
+    finally:
+        sweep.proc.kill()
+    assert sweep.proc.returncode == exit_code, out
     assert wait_no_tagged(runner.tag, within=10) == []  # within 10 s, nothing is orphaned
 
 
@@ -287,10 +308,10 @@ def test_a_server_killed_mid_sweep_falls_back_and_every_job_completes(
             time.sleep(0.05)
         (server,) = [p for p in processes_tagged(runner.tag) if role(p) == "server"]
         server.kill()
-        out, _ = sweep.communicate(timeout=120)
+        out = sweep.finish(timeout=120)
     finally:
-        sweep.kill()
-    assert sweep.returncode == 0, out
+        sweep.proc.kill()
+    assert sweep.proc.returncode == 0, out
     assert out.count(NOT_FORKING) == 1, out
     assert f"{NOT_FORKING}the fork server ended (-9)" in out
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
