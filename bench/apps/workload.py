@@ -1,5 +1,6 @@
 """The bench's workload: a Hydra app whose jobs are trivial, sleep, or import TensorFlow (inside
-the task, lazily) and hold a "GPU"; each records when its task began and ended."""
+the task, lazily) and hold a "GPU"; each records when its task began and ended. `seeded` jobs
+(bench/fork_soak.py) draw from unseeded streams, then from TensorFlow and NumPy seeded with x."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from omegaconf import DictConfig
 
 def workload(cfg: DictConfig) -> float:
     started = time.time()
+    if cfg.mode == "seeded":
+        return seeded_draws(cfg, started)
     if cfg.mode == "tf":
         import tensorflow as tf
 
@@ -28,6 +31,24 @@ def build_model(tf: Any) -> None:
         [tf.keras.Input((64,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(10)]
     )
     model.compile("adam", "mse")
+
+
+def seeded_draws(cfg: DictConfig, started: float) -> float:
+    """What a fresh process draws unseeded (each job's own) and what the seed x makes TensorFlow
+    and NumPy draw (the same in any process), recorded; the seeded value returned."""
+    import random
+
+    import numpy as np
+    import tensorflow as tf
+
+    fresh = [random.random(), float(np.random.rand())]
+    tf.random.set_seed(cfg.x)
+    np.random.seed(cfg.x)
+    value = float(tf.reduce_sum(tf.random.normal([16])).numpy()) + float(np.random.rand())
+    record = {"x": cfg.x, "pid": os.getpid(), "fresh": fresh, "value": value, "start": started}
+    with open(Path(cfg.marks) / "records.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    return value
 
 
 def hold_and_record(cfg: DictConfig, started: float) -> float:

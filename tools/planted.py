@@ -1,0 +1,380 @@
+"""Put back each bug an audit planted (RELIABILITY.md's tables), one at a time, in a copy of the
+tree, and run the test that must catch it; several times, since "caught" means every time.
+
+    python tools/planted.py [--times N] [--only TEXT]
+
+Each bug is a text replacement that must match exactly once (else the table is stale and the
+script says which). The unmutated copy's tests run first: a test red without its bug proves
+nothing. Not run by CI (a few minutes per pass); exit status 1 if any bug got past a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PKG = "src/hpsearch_launcher/"
+
+
+@dataclass(frozen=True)
+class Planted:
+    area: str
+    path: str  # under src/hpsearch_launcher/
+    old: str
+    new: str
+    tests: tuple[str, ...]  # pytest node ids (or `file::name`, run with -k when parametrized)
+
+
+PRUNE_SIGNALS = ("tests/test_pruning.py::test_a_pruned_job_gets_sigterm_then_sigkill",)
+RESUMED_KEEPS = (
+    "tests/test_stream.py::test_a_resumed_trial_keeps_its_number_and_a_pruned_one_stays_pruned",
+)
+SPARE_DIED = (
+    "tests/test_preload_auto.py::test_a_module_whose_import_killed_a_waiting_spare_is_dropped",
+)
+
+ISSUE_30 = (
+    Planted(
+        "pruning: SIGKILL at once",
+        "execute/sweep.py",
+        "force=now >= run.kill_at + 1.0",
+        "force=True",
+        PRUNE_SIGNALS,
+    ),
+    Planted(
+        "pruning: never SIGKILL",
+        "execute/sweep.py",
+        "force=now >= run.kill_at + 1.0",
+        "force=False",
+        PRUNE_SIGNALS,
+    ),
+    Planted(
+        "pruning (grid): pruned curves in the median",
+        "batch.py",
+        "end.status is Status.COMPLETED",
+        "end.status in (Status.COMPLETED, Status.PRUNED)",
+        ("tests/test_pruning.py::test_a_grids_median_is_of_completed_jobs_only",),
+    ),
+    Planted(
+        "report channel: False after an ignored value",
+        "channel.py",
+        ")\n        return should_stop()",
+        ")\n        return False",
+        ("tests/test_pruning.py::test_reports_reach_the_reader_and_hostile_ones_are_ignored",),
+    ),
+    Planted(
+        "search: running trials not subtracted",
+        "search/optuna_source.py",
+        "self.n_trials - self.ended_total - len(self.running)",
+        "self.n_trials - self.ended_total",
+        ("tests/test_search_source.py::test_what_remains_to_ask_leaves_out_the_running_trials",),
+    ),
+    Planted(
+        "search: failure rate of all n_trials",
+        "search/optuna_source.py",
+        "self.max_failure_rate * self.planned",
+        "self.max_failure_rate * self.n_trials",
+        ("tests/test_search_source.py::test_a_resumed_runs_failure_rate_counts_its_own_share",),
+    ),
+    Planted(
+        "search: resume=false replays",
+        "search/sweeper.py",
+        'replay = streams and OmegaConf.select(config, "hydra.launcher.resume", default=True)',
+        "replay = streams",
+        ("tests/test_sweeper_e2e.py::test_resume_false_reads_nothing_and_searches_afresh",),
+    ),
+    Planted(
+        "search resume: a new job number",
+        "launch.py",
+        "recorder.next_job += job.previous is None",
+        "recorder.next_job += 1",
+        RESUMED_KEEPS,
+    ),
+    Planted(
+        "resume (stream): pruned taken as resumed",
+        "execute/sweep.py",
+        "Status.PRUNED if pruned_before else Status.RESUMED",
+        "Status.RESUMED",
+        RESUMED_KEEPS,
+    ),
+    Planted(
+        "resume (recorder): pruned taken as resumed",
+        "record/recorder.py",
+        'if row.get("status") != Status.PRUNED.value:',
+        "if True:",
+        RESUMED_KEEPS,
+    ),
+    Planted(
+        "packing: an OOM forgotten",
+        "execute/packer.py",
+        "self.estimates.outgrown(run.kind)",
+        "pass",
+        ("tests/test_packing.py::test_after_an_out_of_memory_its_kinds_next_jobs_run_alone",),
+    ),
+    Planted(
+        "packing: an unlisted job holds another user's memory",
+        "execute/room.py",
+        "if self.pids_visible:",
+        "if False:",
+        (
+            "tests/test_free_memory.py::"
+            "test_once_nvml_lists_our_pids_a_job_it_does_not_list_holds_nothing",
+        ),
+    ),
+    Planted(
+        "preload: last imports not told",
+        "execute/child.py",
+        "watch.check()  # what it imported last",
+        "pass  # what it imported last",
+        ("tests/test_preload_auto.py::test_what_a_job_imports_last_is_told_as_its_task_returns",),
+    ),
+    Planted(
+        "preload: a killing import kept (local)",
+        "execute/local.py",
+        "self.preloads.died(spare, code)",
+        "pass",
+        SPARE_DIED,
+    ),
+    Planted(
+        "preload: a killing import kept (Preloads.died)",
+        "execute/spare.py",
+        'self.drop(spare.importing[0], f"a waiting process died importing it ({how})")',
+        "pass",
+        SPARE_DIED,
+    ),
+    Planted(
+        "lock: heartbeat every 60 s",
+        "record/lock.py",
+        "HEARTBEAT_S = 10.0",
+        "HEARTBEAT_S = 60.0",
+        (
+            "tests/test_sweep_lock.py::test_a_live_holder_beats_every_10_s_well_within_the_stale_age",
+        ),
+    ),
+    Planted(
+        "lock: the beat waits 60 s",
+        "record/lock.py",
+        "while not stop.wait(HEARTBEAT_S):",
+        "while not stop.wait(60.0):",
+        (
+            "tests/test_sweep_lock.py::test_a_live_holder_beats_every_10_s_well_within_the_stale_age",
+        ),
+    ),
+    Planted(
+        "subdir: Hydra overrides left out",
+        "plan/subdir.py",
+        "hydra_overrides + task_overrides",
+        "task_overrides",
+        ("tests/test_subdir.py::test_an_explicit_subdir_anywhere_is_the_users",),
+    ),
+)
+
+
+FORK_TESTS = ("tests/test_fork_server.py",)  # a whole file: run with -n 2
+
+# Issue 30's own pass over the fork server (planted by hand: its tests are end-to-end sweeps).
+FORK_SERVER = (
+    Planted("fork: no reseed", "execute/fork_server.py", "        reseed()\n", "", FORK_TESTS),
+    Planted(
+        "fork: NumPy not reseeded",
+        "execute/fork_server.py",
+        "numpy.random.seed()",
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: no session of its own",
+        "execute/fork_server.py",
+        "os.setsid()  # its own session",
+        "pass  # its own session",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: no watchdog on the server",
+        "execute/fork_server.py",
+        "start_watchdog(os.getppid())  # the server",
+        "pass  # the server",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: the job's environment not applied",
+        "execute/fork_server.py",
+        'apply_env(message["env"], message["unset"])',
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: the server's variables not unset",
+        "execute/fork_server.py",
+        "os.environ.pop(name, None)",
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: an exit code told as 0",
+        "execute/fork_server.py",
+        "code=os.waitstatus_to_exitcode(wait_status)",
+        "code=0",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: the task's threads not refused",
+        "execute/fork_server.py",
+        "    if started:\n",
+        "    if False:\n",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: stdin left open",
+        "execute/fork_server.py",
+        "os.dup2(null, 0)",
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: the server's status pipe held by the job",
+        "execute/fork_server.py",
+        "os.close(self.status.fd)  # the server's",
+        "pass  # the server's",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: a failed start exits 0",
+        "execute/fork_server.py",
+        "os._exit(70)",
+        "os._exit(0)",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork: the GC not frozen",
+        "execute/fork_server.py",
+        "        gc.freeze()\n",
+        "",
+        FORK_TESTS,
+    ),
+    Planted(
+        "forked: ready while still importing",
+        "execute/forked.py",
+        "return self.spare.batches <= 0 and self.spare.proc.poll() is None",
+        "return self.spare.proc.poll() is None",
+        FORK_TESTS,
+    ),
+    Planted(
+        "forked: an orphan not killed",
+        "execute/forked.py",
+        "os.killpg(child.pid, signal.SIGKILL)",
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "forked: an orphan not taken as killed",
+        "execute/forked.py",
+        "child.ended(-signal.SIGKILL)",
+        "child.ended(0)",
+        FORK_TESTS,
+    ),
+    Planted(
+        "local: a dead server not fallen back from",
+        "execute/local.py",
+        'self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")',
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "local: a failed fork not fallen back from",
+        "execute/local.py",
+        "self._fall_back(self._fork_failure)",
+        "pass",
+        FORK_TESTS,
+    ),
+)
+SETS = {"issue-30": ISSUE_30, "fork": FORK_SERVER}
+
+
+def copy_tree() -> Path:
+    work = Path(tempfile.mkdtemp(prefix="planted-"))
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        target = work / name.decode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = REPO / name.decode()
+        if source.is_file():
+            shutil.copy2(source, target)
+    return work
+
+
+def run_tests(work: Path, tests: tuple[str, ...]) -> bool:
+    """Whether the tests passed, in the copy (PYTHONPATH before the installed checkout)."""
+    env = {**os.environ, "PYTHONPATH": f"{work / 'src'}:{work}"}
+    for test in tests:
+        target, _, name = test.partition("::")
+        select = ["-n", "0", "-k", name] if name else ["-n", "2"]
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                target,
+                *select,
+            ],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            return False
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--times", type=int, default=3)
+    parser.add_argument("--set", choices=sorted(SETS), default="issue-30")
+    parser.add_argument("--only", default="", help="only the bugs whose area contains this")
+    args = parser.parse_args()
+    chosen = [p for p in SETS[args.set] if args.only in p.area]
+    work = copy_tree()
+    got_past = 0
+    green: set[tuple[str, ...]] = set()  # the tests seen passing unmutated
+    try:
+        for bug in chosen:
+            source = work / PKG / bug.path
+            text = source.read_text()
+            if text.count(bug.old) != 1:
+                print(f"STALE {bug.area}: {bug.old!r} is in {bug.path} {text.count(bug.old)}x")
+                got_past += 1
+                continue
+            if bug.tests not in green and not run_tests(work, bug.tests):
+                print(f"RED UNMUTATED {bug.area}: {' '.join(bug.tests)}")
+                got_past += 1
+                continue
+            green.add(bug.tests)
+            source.write_text(text.replace(bug.old, bug.new))
+            caught = sum(not run_tests(work, bug.tests) for _ in range(args.times))
+            source.write_text(text)
+            got_past += caught < args.times
+            print(
+                f"{'caught' if caught == args.times else 'GOT PAST'} {caught}/{args.times}"
+                f"  {bug.area}",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if got_past else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
