@@ -7,11 +7,17 @@ a machine of any speed."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -24,6 +30,11 @@ from conftest import (
     wait_for_roles,
     wait_no_tagged,
 )
+
+from hpsearch_launcher.execute import forked as forked_module
+from hpsearch_launcher.execute.fork_server import MESSAGE_MAX, apply_env
+from hpsearch_launcher.execute.forked import ForkRefused, ForkServer
+from hpsearch_launcher.execute.spare import Spare
 
 FORK = "hydra.launcher.warm_start=fork"
 PRELOAD = "hydra.launcher.preload=[preload_marker]"
@@ -118,6 +129,7 @@ def test_forked_jobs_get_fresh_processes_with_their_slots_environment(
     assert NOT_FORKING not in out
     records = read_records(marks)
     assert len({r["pid"] for r in records}) == 8  # one process per job, never reused
+    assert all(r["sid"] == r["pgid"] == r["pid"] for r in records)  # its own session and group
     later = forked(records, sweep)
     assert len(later) == 4, out  # the first round started cold; every later job was forked
     assert len({r["ppid"] for r in later}) == 1  # by one server
@@ -128,6 +140,10 @@ def test_forked_jobs_get_fresh_processes_with_their_slots_environment(
         }
     assert {r["cuda"] for r in later} == {"0", "1"}  # one server serves every GPU
     assert all(r["preloaded_at"] is not None and r["preloaded_at"] < r["start"] for r in later)
+    for r in records:  # no input, and nothing of the server's held open: a spawned job's two
+        logs = f"{tmp_path / 'sweep'}/x={r['x']}/"  # (stdin, its status pipe) and its logs
+        assert r["stdin_eof"], r
+        assert len([f for f in r["fds"] if not f.startswith(logs)]) == 2, r
     for r in later:  # its own run dir, stdout and stderr
         run_dir = tmp_path / "sweep" / f"x={r['x']}"
         assert (run_dir / "stdout.log").read_text() == f"probe job {r['num']} stdout\n"
@@ -316,3 +332,85 @@ def test_a_server_killed_mid_sweep_falls_back_and_every_job_completes(
     assert f"{NOT_FORKING}the fork server ended (-9)" in out
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert sorted(rows["x"]) == list(range(6)) and set(rows["status"]) == {"completed"}
+
+
+def test_a_forked_job_loses_the_servers_variables_its_slot_does_not_have(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server was spawned with its first slot's environment: a job on a slot without one of
+    those variables (a CPU slot, a whole-GPU retry without a cap) must not inherit it."""
+    monkeypatch.setenv("HPSEARCH_GPU_MEMORY_LIMIT_MB", "4096")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    apply_env({"CUDA_VISIBLE_DEVICES": "1"}, ["HPSEARCH_GPU_MEMORY_LIMIT_MB"])
+    assert "HPSEARCH_GPU_MEMORY_LIMIT_MB" not in os.environ
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def answering(theirs: socket.socket, *replies: Callable[[int], list[dict]]) -> threading.Thread:
+    """A stand-in for the server's side of the control socket: for each fork asked, in turn,
+    the messages `replies[i](id)` (after the delay a reply may take, sleep keys)."""
+
+    def serve() -> None:
+        for reply in replies:
+            data, fds, _, _ = socket.recv_fds(theirs, MESSAGE_MAX, 1)
+            for fd in fds:
+                os.close(fd)
+            for message in reply(json.loads(data)["id"]):
+                time.sleep(message.pop("sleep", 0))
+                theirs.send(json.dumps(message).encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_forked_job_that_ends_before_fork_returns_is_still_seen_to_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server's `exited` read before fork() has taken its answer (its thread descheduled
+    on a loaded machine, as the fork soak saw): the process fork() returns is the one that
+    ended (the sweep once waited on a new one forever)."""
+
+    class LateTaken(Future):  # type: ignore[type-arg]
+        def result(self, timeout: float | None = None) -> object:
+            answer = super().result(timeout)
+            time.sleep(0.2)  # the reader meanwhile reads the child's end
+            return answer
+
+    monkeypatch.setattr(forked_module, "Future", LateTaken)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = ForkServer(cast(Spare, None), ours, {})
+    answering(
+        theirs,
+        lambda n: [
+            {"op": "forked", "id": n, "pid": 10**6 + n},
+            {"op": "exited", "pid": 10**6 + n, "code": 3},
+        ],
+    )
+    try:
+        child, read_end = server.fork("job.pkl", {})
+        os.close(read_end)
+        assert child.wait(timeout=10) == 3
+    finally:
+        theirs.close()
+        server._reader.join(timeout=10)
+
+
+def test_a_fork_answered_after_the_sweep_gave_up_is_killed_not_run_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fork() gives up after FORK_ANSWER_S (the job then runs cold): a child forked after that
+    must not run the job a second time."""
+    monkeypatch.setattr(forked_module, "FORK_ANSWER_S", 0.2)
+    late = subprocess.Popen(["sleep", "60"], start_new_session=True)  # the late child
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = ForkServer(cast(Spare, None), ours, {})
+    answering(theirs, lambda n: [{"op": "forked", "id": n, "pid": late.pid, "sleep": 1.0}])
+    try:
+        with pytest.raises(ForkRefused, match=r"did not answer within 0\.2 s"):
+            server.fork("job.pkl", {})
+        assert late.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        late.kill()
+        theirs.close()
+        server._reader.join(timeout=10)

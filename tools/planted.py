@@ -269,8 +269,8 @@ FORK_SERVER = (
     Planted(
         "forked: an orphan not killed",
         "execute/forked.py",
-        "os.killpg(child.pid, signal.SIGKILL)",
-        "pass",
+        "            _kill_tree(child.pid)\n            with",
+        "            with",
         FORK_TESTS,
     ),
     Planted(
@@ -278,6 +278,20 @@ FORK_SERVER = (
         "execute/forked.py",
         "child.ended(-signal.SIGKILL)",
         "child.ended(0)",
+        FORK_TESTS,
+    ),
+    Planted(
+        "forked: the answer's child made again",
+        "execute/forked.py",
+        "        return child, read_end",
+        "        return ForkedProcess(child.pid), read_end",
+        FORK_TESTS,
+    ),
+    Planted(
+        "forked: a late answer's child kept",
+        "execute/forked.py",
+        '_kill_tree(message["pid"])\n                        continue',
+        "continue",
         FORK_TESTS,
     ),
     Planted(

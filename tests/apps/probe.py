@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -94,6 +95,10 @@ def probe(cfg: DictConfig) -> float:
         "x": cfg.x,
         "pid": os.getpid(),
         "ppid": os.getppid(),
+        "pgid": os.getpgid(0),
+        "sid": os.getsid(0),
+        "stdin_eof": _stdin_at_eof(),
+        "fds": _open_fds(),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "node": _ray_node(),  # the Ray node it ran on (backend=ray), else None
         "fraction": os.environ.get("HPSEARCH_GPU_MEMORY_FRACTION"),
@@ -156,6 +161,25 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         # the marks dir: a test tells its own sweep's grandchildren from other tests'.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(marks)])
         time.sleep(600)
+
+
+def _stdin_at_eof() -> bool:
+    """Whether the job's stdin has nothing to wait for (at its end, as /dev/null or a closed
+    pipe is), not an open pipe nothing writes to. Asked of select: nothing is read or changed
+    (a basic-launcher run's stdin may be its test runner's channel)."""
+    return bool(select.select([0], [], [], 0)[0])
+
+
+def _open_fds() -> list[str]:
+    """What the process holds open, each fd by its kind (pipe, socket, a file's path)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own fd, closed since
+            continue
+        held.append(target.split(":")[0] if target.startswith(("pipe:", "socket:")) else target)
+    return sorted(held)
 
 
 def _ray_node() -> str | None:

@@ -71,7 +71,7 @@ class ForkServer:
         self.control = control
         self.env = dict(env)  # the environment it was spawned with (its first slot's)
         self.threads: int | None = None  # its native threads, as it last said
-        self._asked: dict[int, Future[int]] = {}
+        self._asked: dict[int, Future[ForkedProcess]] = {}
         self._children: dict[int, ForkedProcess] = {}
         self._lock = threading.Lock()
         self._count = 0
@@ -98,10 +98,11 @@ class ForkServer:
         read_end, write_end = os.pipe()
         with self._lock:
             self._count += 1
-            asked = self._asked[self._count] = Future()
+            number = self._count
+            asked = self._asked[number] = Future()
         message = {
             "op": "fork",
-            "id": self._count,
+            "id": number,
             "job": job_file,
             "env": dict(env),
             "unset": [k for k in self.env if k not in env],
@@ -114,16 +115,19 @@ class ForkServer:
             if not sent:
                 raise ForkRefused("the fork server is gone")
             try:
-                pid = asked.result(timeout=FORK_ANSWER_S)
+                child = asked.result(timeout=FORK_ANSWER_S)
             except FutureTimeout:
-                raise ForkRefused(
-                    f"the fork server did not answer within {FORK_ANSWER_S:g} s"
-                ) from None
+                with self._lock:  # a later answer's child is killed (_read): the job runs cold
+                    self._asked.pop(number, None)
+                if not asked.done():
+                    raise ForkRefused(
+                        f"the fork server did not answer within {FORK_ANSWER_S:g} s"
+                    ) from None
+                child = asked.result()  # answered meanwhile
         except BaseException:
             os.close(read_end)
             raise
-        with self._lock:
-            return self._children.setdefault(pid, ForkedProcess(pid)), read_end
+        return child, read_end
 
     def _send(self, message: dict[str, Any], fd: int | None = None) -> bool:
         data = json.dumps(message).encode()
@@ -146,9 +150,14 @@ class ForkServer:
             message = json.loads(data)
             op = message["op"]
             with self._lock:
-                if op == "forked":
-                    self._children.setdefault(message["pid"], ForkedProcess(message["pid"]))
-                    self._asked.pop(message["id"]).set_result(message["pid"])
+                if op == "forked":  # registered here, before its `exited` can be read: a
+                    # job that ends before fork() has its answer is still the one that ends
+                    asked = self._asked.pop(message["id"], None)
+                    if asked is None:  # answered after fork() gave up: never run it twice
+                        _kill_tree(message["pid"])
+                        continue
+                    child = self._children[message["pid"]] = ForkedProcess(message["pid"])
+                    asked.set_result(child)
                 elif op == "refused":
                     self._asked.pop(message["id"]).set_exception(ForkRefused(message["why"]))
                 elif op == "exited" and message["pid"] in self._children:
@@ -164,8 +173,7 @@ class ForkServer:
             self._asked.clear()
             children, self._children = list(self._children.values()), {}
         for child in children:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
+            _kill_tree(child.pid)
             with contextlib.suppress(psutil.Error):
                 psutil.Process(child.pid).wait(timeout=5)
             child.ended(-signal.SIGKILL)
@@ -181,3 +189,10 @@ class ForkServer:
             self.spare.proc.wait(timeout=5)
         self._reader.join(timeout=10)
         self.control.close()
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a forked child and its group (the group is its own once it has called setsid)."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
