@@ -7,6 +7,7 @@ a machine of any speed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
@@ -364,6 +365,34 @@ def answering(theirs: socket.socket, *replies: Callable[[int], list[dict]]) -> t
     return thread
 
 
+@contextlib.contextmanager
+def stand_in_server(*replies: Callable[[int], list[dict]]) -> Iterator[ForkServer]:
+    """The sweep's ForkServer, its control socket answered by `answering(replies)`."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = ForkServer(cast(Spare, None), ours, {})
+    answering(theirs, *replies)
+    try:
+        yield server
+    finally:
+        theirs.close()
+        server._reader.join(timeout=10)
+
+
+def forked_then_ended(code: int) -> Callable[[int], list[dict]]:
+    """A reply: the fork done (a made-up pid), and that child's end with `code`."""
+    return lambda n: [
+        {"op": "forked", "id": n, "pid": 10**6 + n},
+        {"op": "exited", "pid": 10**6 + n, "code": code},
+    ]
+
+
+def fork_to_its_end(server: ForkServer) -> int:
+    """Fork a job; the exit code its process is seen to end with."""
+    child, read_end = server.fork("job.pkl", {})
+    os.close(read_end)
+    return child.wait(timeout=10)
+
+
 def test_a_forked_job_that_ends_before_fork_returns_is_still_seen_to_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -378,22 +407,8 @@ def test_a_forked_job_that_ends_before_fork_returns_is_still_seen_to_end(
             return answer
 
     monkeypatch.setattr(forked_module, "Future", LateTaken)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server = ForkServer(cast(Spare, None), ours, {})
-    answering(
-        theirs,
-        lambda n: [
-            {"op": "forked", "id": n, "pid": 10**6 + n},
-            {"op": "exited", "pid": 10**6 + n, "code": 3},
-        ],
-    )
-    try:
-        child, read_end = server.fork("job.pkl", {})
-        os.close(read_end)
-        assert child.wait(timeout=10) == 3
-    finally:
-        theirs.close()
-        server._reader.join(timeout=10)
+    with stand_in_server(forked_then_ended(3)) as server:
+        assert fork_to_its_end(server) == 3
 
 
 def test_a_fork_answered_after_the_sweep_gave_up_is_killed_not_run_twice(
@@ -403,14 +418,26 @@ def test_a_fork_answered_after_the_sweep_gave_up_is_killed_not_run_twice(
     must not run the job a second time."""
     monkeypatch.setattr(forked_module, "FORK_ANSWER_S", 0.2)
     late = subprocess.Popen(["sleep", "60"], start_new_session=True)  # the late child
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server = ForkServer(cast(Spare, None), ours, {})
-    answering(theirs, lambda n: [{"op": "forked", "id": n, "pid": late.pid, "sleep": 1.0}])
     try:
-        with pytest.raises(ForkRefused, match=r"did not answer within 0\.2 s"):
-            server.fork("job.pkl", {})
-        assert late.wait(timeout=10) == -signal.SIGKILL
+        reply = [{"op": "forked", "id": 1, "pid": late.pid, "sleep": 1.0}]
+        with stand_in_server(lambda n: reply) as server:
+            with pytest.raises(ForkRefused, match=r"did not answer within 0\.2 s"):
+                server.fork("job.pkl", {})
+            assert late.wait(timeout=10) == -signal.SIGKILL
     finally:
         late.kill()
-        theirs.close()
-        server._reader.join(timeout=10)
+
+
+def test_a_refusal_after_the_sweep_gave_up_leaves_the_server_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A `refused` read for a fork that fork() gave up on is dropped: the reader goes on, and
+    the next fork is answered (a late refusal once ended the reader)."""
+    monkeypatch.setattr(forked_module, "FORK_ANSWER_S", 0.2)
+    late_refusal = [{"op": "refused", "id": 1, "why": "late", "sleep": 1.0}]
+    with stand_in_server(lambda n: late_refusal, forked_then_ended(0)) as server:
+        with pytest.raises(ForkRefused, match=r"did not answer within 0\.2 s"):
+            server.fork("job.pkl", {})
+        # The late refusal is sent, so read, before the next fork's answer.
+        monkeypatch.setattr(forked_module, "FORK_ANSWER_S", 30.0)
+        assert fork_to_its_end(server) == 0

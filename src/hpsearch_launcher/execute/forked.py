@@ -158,8 +158,10 @@ class ForkServer:
                         continue
                     child = self._children[message["pid"]] = ForkedProcess(message["pid"])
                     asked.set_result(child)
-                elif op == "refused":
-                    self._asked.pop(message["id"]).set_exception(ForkRefused(message["why"]))
+                elif op == "refused":  # one fork() gave up on is dropped (the job runs cold)
+                    refused = self._asked.pop(message["id"], None)
+                    if refused is not None:
+                        refused.set_exception(ForkRefused(message["why"]))
                 elif op == "exited" and message["pid"] in self._children:
                     self._children.pop(message["pid"]).ended(message["code"])
         self._orphaned()
