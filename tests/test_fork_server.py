@@ -131,6 +131,7 @@ def test_forked_jobs_get_fresh_processes_with_their_slots_environment(
     records = read_records(marks)
     assert len({r["pid"] for r in records}) == 8  # one process per job, never reused
     assert all(r["sid"] == r["pgid"] == r["pid"] for r in records)  # its own session and group
+    assert all(r["watchdog"] for r in records)  # each ends with the server (or the sweep)
     later = forked(records, sweep)
     assert len(later) == 4, out  # the first round started cold; every later job was forked
     assert len({r["ppid"] for r in later}) == 1  # by one server

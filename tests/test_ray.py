@@ -209,6 +209,8 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     for gpu in ("0", "1"):
         assert _intervals_overlap([r for r in records if r["cuda"] == gpu]) <= 2
     assert len({r["pid"] for r in records}) == 5
+    # Each watches its raylet: should that die (with the sweep), the job's tree ends at once.
+    assert all(r["watchdog"] for r in records)
     assert [r["fraction"] for r in records] == ["0.45"] * 4 + ["0.95"]
     alone = records[4]  # its retry held a whole GPU (num_gpus=1): no other job on it meanwhile
     assert not [r for r in records[:4] if r["cuda"] == alone["cuda"] and r["end"] > alone["start"]]

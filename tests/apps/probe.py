@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -98,6 +99,7 @@ def probe(cfg: DictConfig) -> float:
         "pgid": os.getpgid(0),
         "sid": os.getsid(0),
         "stdin_eof": _stdin_at_eof(),
+        "watchdog": any(t.name == "hpsearch-parent-watchdog" for t in threading.enumerate()),
         "fds": _open_fds(),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "node": _ray_node(),  # the Ray node it ran on (backend=ray), else None

@@ -40,8 +40,13 @@ def run_on_node(
     Path(job["started"]).write_text(where)
     os.environ.update(node_env(env, gpus, nvml.nvml_total_mb))
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    from .child import redirect, result_bytes, run_task
+    from .child import redirect, result_bytes, run_task, start_parent_watchdog
 
+    if os.getpgid(0) == os.getpid():  # Ray makes each worker its own group's leader
+        # Its parent is the raylet, and the sweep's own Ray ends with the sweep (SIGKILL too):
+        # left to Ray, a worker notices in seconds (a minute on a loaded machine), and the
+        # job's own children outlive it. The watchdog ends the group, children included.
+        start_parent_watchdog(os.getppid())
     redirect(job["stdout"], job["stderr"])
     hydra_context, task_function, singleton_state = cloudpickle.loads(task)
     config = cloudpickle.loads(job["config"])
