@@ -99,7 +99,7 @@ def test_reports_reach_the_reader_and_hostile_ones_are_ignored(
 ) -> None:
     path = tmp_path / "reports.jsonl"
     monkeypatch.setenv(REPORTS, str(path))
-    monkeypatch.setattr(channel, "_warned", False)
+    monkeypatch.setattr(channel._notices, "seen", set())
     monkeypatch.setattr(channel, "_next_step", 0)
     reader = ReportReader(path)
     assert reader.read() == [] and reader.last == (None, None)
