@@ -15,7 +15,7 @@ from hpsearch_launcher import channel, report, should_stop
 from hpsearch_launcher.batch import BatchSource
 from hpsearch_launcher.contract import REPORTS, STOP_FILE
 from hpsearch_launcher.outcome import Status
-from hpsearch_launcher.plan.pruning import MedianRule
+from hpsearch_launcher.plan.pruning import RULES, MedianRule
 from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
 from hpsearch_launcher.record.reports import ReportReader
 from hpsearch_launcher.stream import JobEnd
@@ -72,6 +72,13 @@ def test_a_grid_without_prune_prunes_nothing() -> None:
         source.report(key, 0, value)
         source.ended(key, JobEnd(None, Status.COMPLETED, 0, value, key))
     assert source.report(2, 0, 0.1) is False
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_each_rule_in_the_table_is_a_prune_setting_and_a_grids_rule(name: str) -> None:
+    rule = BatchSource([], parse_settings({"prune": name})).rule
+    make = RULES[name]
+    assert rule is None if make is None else isinstance(rule, make)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,15 @@ MOVED = {
     "seed": "hydra.sweeper.sampler.seed=123",
     "sampler_args": "hydra.sweeper.sampler.n_startup_trials=5 (the sampler's own fields)",
 }
-PRUNERS = ("none", "median", "percentile", "successive_halving", "hyperband", "threshold")
+# A pruner's name -> Optuna's class (search/algorithms.py makes it); "none" prunes nothing.
+PRUNER_CLASSES = {
+    "median": "MedianPruner",
+    "percentile": "PercentilePruner",
+    "successive_halving": "SuccessiveHalvingPruner",
+    "hyperband": "HyperbandPruner",
+    "threshold": "ThresholdPruner",
+}
+PRUNERS = ("none", *PRUNER_CLASSES)
 DIRECTIONS = {"minimize": "minimize", "maximize": "maximize", "min": "minimize", "max": "maximize"}
 
 
