@@ -28,6 +28,7 @@ NEUTRAL = {
     "finite",
     "notices",
     "text",
+    "one_line",
 }
 # What each part must not import (by the first name under the package).
 FORBIDDEN = {
