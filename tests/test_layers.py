@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -64,3 +65,23 @@ def test_the_search_and_the_launchers_inside_stay_apart(tmp_path: Path) -> None:
         "execute.local imports search.space: execute must not import it",
         "search.sweeper imports execute.sweep: search must not import it",
     ]
+
+
+# What the app may import of the launcher: the job-side API, the app's surface, the results.
+PUBLIC = {"hpsearch_launcher", "hpsearch_launcher.api", "hpsearch_launcher.results"}
+
+
+def test_the_app_uses_only_the_launchers_public_surface() -> None:
+    package = REPO / "src" / "hpsearch_launcher"
+    modules = {f"hpsearch_launcher.{name}".rstrip(".") for name in import_layers.modules(package)}
+    under = []
+    for path in sorted((REPO / "src" / "hpsearch").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            under += [f"{path.name}: {n}" for n in names if n in modules and n not in PUBLIC]
+    assert under == []

@@ -15,7 +15,7 @@ from hpsearch_launcher import channel, report, should_stop
 from hpsearch_launcher.batch import BatchSource
 from hpsearch_launcher.contract import REPORTS, STOP_FILE
 from hpsearch_launcher.outcome import Status
-from hpsearch_launcher.plan.pruning import MedianRule
+from hpsearch_launcher.plan.pruning import RULES, MedianRule
 from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
 from hpsearch_launcher.record.reports import ReportReader
 from hpsearch_launcher.stream import JobEnd
@@ -74,6 +74,13 @@ def test_a_grid_without_prune_prunes_nothing() -> None:
     assert source.report(2, 0, 0.1) is False
 
 
+@pytest.mark.parametrize("name", list(RULES))
+def test_each_rule_in_the_table_is_a_prune_setting_and_a_grids_rule(name: str) -> None:
+    rule = BatchSource([], parse_settings({"prune": name})).rule
+    make = RULES[name]
+    assert rule is None if make is None else isinstance(rule, make)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("given", "message"),
     [
@@ -99,7 +106,7 @@ def test_reports_reach_the_reader_and_hostile_ones_are_ignored(
 ) -> None:
     path = tmp_path / "reports.jsonl"
     monkeypatch.setenv(REPORTS, str(path))
-    monkeypatch.setattr(channel, "_warned", False)
+    monkeypatch.setattr(channel._notices, "seen", set())
     monkeypatch.setattr(channel, "_next_step", 0)
     reader = ReportReader(path)
     assert reader.read() == [] and reader.last == (None, None)

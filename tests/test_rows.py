@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hpsearch_launcher.notices import once_per_sweep
 from hpsearch_launcher.record.rows import (
     MAX_RETURN_CHARS,
-    Notices,
     final_metrics,
     finite,
     loaded_return,
@@ -41,7 +41,7 @@ from hpsearch_launcher.record.rows import (
     ],
 )
 def test_return_columns(value: object, columns: dict) -> None:
-    got = return_columns(value, 0, Notices())
+    got = return_columns(value, 0, once_per_sweep(logging.getLogger("hpsearch.launcher")))
     assert got.keys() == columns.keys()
     for key, number in columns.items():
         assert got[key] == number or (math.isnan(got[key]) and math.isnan(number))
@@ -74,11 +74,14 @@ def test_final_metrics(tmp_path: Path, content: object, metrics: dict) -> None:
         (tmp_path / "metrics.json").write_text(content)
     elif content is not None:
         (tmp_path / "metrics.json").write_text(json.dumps(content))
-    assert final_metrics(tmp_path, 0, Notices()) == metrics
+    assert (
+        final_metrics(tmp_path, 0, once_per_sweep(logging.getLogger("hpsearch.launcher")))
+        == metrics
+    )
 
 
 def test_each_kind_of_notice_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
-    notices = Notices()
+    notices = once_per_sweep(logging.getLogger("hpsearch.launcher"))
     with caplog.at_level(logging.WARNING, logger="hpsearch.launcher"):
         for num in range(5):
             return_columns("text", num, notices)
@@ -92,7 +95,7 @@ def test_each_kind_of_notice_is_said_once(caplog: pytest.LogCaptureFixture) -> N
     "value", [0.25, math.nan, [1, 2], {"a": 1.5, "b": [1, 2]}, "text", None, True, 7]
 )
 def test_stored_returns_come_back_the_same(value: object) -> None:
-    text = stored_return(value, 0, Notices())
+    text = stored_return(value, 0, once_per_sweep(logging.getLogger("hpsearch.launcher")))
     back = loaded_return({"return": text})
     assert back == value or (isinstance(value, float) and math.isnan(back))
     assert type(back) is type(value)
@@ -100,7 +103,7 @@ def test_stored_returns_come_back_the_same(value: object) -> None:
 
 @pytest.mark.parametrize("value", [object(), {1, 2}, "x" * (MAX_RETURN_CHARS + 1)])
 def test_what_json_cannot_hold_is_not_stored(value: object) -> None:
-    assert stored_return(value, 0, Notices()) == ""
+    assert stored_return(value, 0, once_per_sweep(logging.getLogger("hpsearch.launcher"))) == ""
 
 
 @pytest.mark.parametrize(
@@ -114,11 +117,18 @@ def test_finite(value: object, number: float | None) -> None:
 def test_a_return_of_exactly_the_limit_is_stored() -> None:
     limit = 100_000  # written out: a test must not take the limit from the code it checks
     value = "x" * (limit - 2)  # JSON adds the two quotes
-    assert stored_return(value, 0, Notices()) == f'"{value}"'
-    assert stored_return(value + "x", 0, Notices()) == ""
+    assert (
+        stored_return(value, 0, once_per_sweep(logging.getLogger("hpsearch.launcher")))
+        == f'"{value}"'
+    )
+    assert (
+        stored_return(value + "x", 0, once_per_sweep(logging.getLogger("hpsearch.launcher"))) == ""
+    )
 
 
 def test_an_all_numeric_mapping_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="hpsearch.launcher"):
-        return_columns({"a": 1, "b": 2.0}, 0, Notices())
+        return_columns(
+            {"a": 1, "b": 2.0}, 0, once_per_sweep(logging.getLogger("hpsearch.launcher"))
+        )
     assert caplog.records == []

@@ -14,6 +14,7 @@ from hpsearch_launcher.search.config import HpsearchSweeperConf, SearchSettings
 from hpsearch_launcher.search.sampler_config import SAMPLER_CONFIGS
 from hpsearch_launcher.search.settings import SearchSettingsError, parse_settings
 from hpsearch_launcher.search.study import open_storage, open_study
+from hpsearch_launcher.setting_checks import is_whole, nearest, refusal
 
 
 def sampler(name: str, **fields: Any) -> dict[str, Any]:
@@ -258,3 +259,20 @@ def test_hydras_plugin_scan_finds_the_sweeper_and_imports_no_optuna() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]" and out.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "least", "whole"),
+    [(0, 0, True), (3, 1, True), (0, 1, False), (True, 0, False), (2.0, 1, False), ("2", 1, False)],
+)
+def test_is_whole(value: Any, least: int, whole: bool) -> None:
+    assert is_whole(value, least) is whole
+
+
+def test_a_refusal_names_the_value_as_typed_and_the_fix() -> None:
+    assert refusal("sweeper", "timeout", -1.0, "must be >= 0", "timeout=60") == (
+        "hydra.sweeper.timeout=-1: must be >= 0 (e.g. hydra.sweeper.timeout=60)"
+    )
+    assert refusal("launcher", "gpus", 0.5, "no") == "hydra.launcher.gpus=0.5: no"
+    assert nearest("n_trails", ["n_trials", "n_jobs"]) == "n_trials"
+    assert nearest("zzz", ["n_trials"]) is None

@@ -17,10 +17,14 @@ from hpsearch.errors import ConfigError, exit_with
 from hpsearch.preflight import preflight
 from hpsearch.settings_help import RESOLVER, settings_help
 from hpsearch_launcher import EXECUTION_WHITELIST as launcher_targets
-from hpsearch_launcher.hydra_line import main_options, register_resolver
-from hpsearch_launcher.plan.settings import LauncherSettingsError, check_setting_key
-from hpsearch_launcher.search.refusal import SearchSettingsError
-from hpsearch_launcher.search.settings import check_setting_key as check_sweeper_key
+from hpsearch_launcher.api import (
+    LauncherSettingsError,
+    SearchSettingsError,
+    check_launcher_key,
+    check_sweeper_key,
+    main_options,
+    register_resolver,
+)
 
 # hpsearch/conf: the package's copy of the repository's conf/ in a wheel; in a checkout or an
 # editable install, a symlink to conf/ itself.
@@ -119,7 +123,7 @@ def check_launcher_keys(args: list[str]) -> None:
         return  # another launcher's settings are its own
     for override in _overrides(args):
         if override.key_or_group.startswith(LAUNCHER_PREFIX):
-            check_setting_key(override.key_or_group.removeprefix(LAUNCHER_PREFIX))
+            check_launcher_key(override.key_or_group.removeprefix(LAUNCHER_PREFIX))
 
 
 SWEEPER_PREFIX = "hydra.sweeper."

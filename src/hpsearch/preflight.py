@@ -21,10 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from hpsearch.errors import ConfigError, exit_with
 from hpsearch.validate import validate_config
-from hpsearch_launcher import nvml
-from hpsearch_launcher.output_dir import OutputDirError, dirs_to_make
-from hpsearch_launcher.plan.settings import parse_gpus
-from hpsearch_launcher.plan.slots import visible_gpus
+from hpsearch_launcher.api import (
+    OutputDirError,
+    dirs_to_make,
+    nvml_gpu_ids,
+    parse_gpus,
+    visible_gpus,
+)
 
 
 def preflight(cfg: DictConfig) -> None:
@@ -38,7 +41,7 @@ def preflight(cfg: DictConfig) -> None:
 @functools.cache
 def _nvml_gpu_ids() -> list[str]:
     """Asked once per process: a sweep's preflight runs for each of its jobs."""
-    return nvml.nvml_gpu_ids()
+    return nvml_gpu_ids()
 
 
 def device_problem(

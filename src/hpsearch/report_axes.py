@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from matplotlib.ticker import LogLocator, MaxNLocator
 
+from hpsearch_launcher.api import finite_float
 from hpsearch_launcher.results import PRUNED
 
 LOG_SPAN = 20.0  # positive values spanning more than this factor get a log axis
@@ -223,11 +224,7 @@ def parallel_lines(axes: Sequence[Axis], rows: Sequence[int]) -> list[list[tuple
 
 
 def as_float(value: str) -> float | None:
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
+    return finite_float(value)
 
 
 def _natural_key(value: str) -> tuple[int, float, str]:

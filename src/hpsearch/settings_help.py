@@ -17,8 +17,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from hpsearch_launcher.config import LauncherSettings
-from hpsearch_launcher.search.config import SWEEPER_DEFAULTS, SearchSettings
+from hpsearch_launcher.api import SWEEPER_DEFAULTS, LauncherSettings, SearchSettings
 
 RESOLVER = "hpsearch_settings"
 NAME_WIDTH = 24  # the name column, as the help's other lists have it

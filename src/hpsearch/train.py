@@ -34,18 +34,61 @@ def run(
     """
     validate_config(cfg)
     tf = import_tensorflow(int(cfg.tf_log_level))
+    from hpsearch.callbacks import EpochLog
+    from hpsearch.devices import report_peak_memory
+    from hpsearch.tensorboard_log import open_tensorboard_log
+
+    device, data = _set_up(tf, cfg, datasets)
+    model = _model(cfg, data, device)
+    epochs = EpochLog(cfg)
+    board = open_tensorboard_log(cfg, output_dir)  # None: off, or no run dir
+    record = {
+        "params": OmegaConf.to_container(cfg, resolve=True),
+        "seed": int(cfg.seed),
+        "device": device,
+        "tensorflow_version": tf.__version__,
+        "python_version": platform.python_version(),
+        "history": epochs.history,
+    }
+    started = time.perf_counter()  # train_time_s: fit and final evaluation, nothing before
+    try:
+        # The board first: it also logs the epoch whose loss makes EpochLog stop the run.
+        _fit(model, data, cfg, [epochs] if board is None else [board, epochs])
+    except TrainingDiverged as err:
+        if board is not None:
+            board.finish()
+        record |= {"status": "diverged", "error": str(err)}
+        _write(record, started, output_dir)
+        raise
+    final = _final_metrics(model, data, epochs.history[-1], int(cfg.eval_batch))
+    device["peak_mb"] = report_peak_memory(tf, device)
+    if board is not None:
+        board.finish(final)
+    record |= {"status": "completed", "final": final, "objective": _objective(cfg, final)}
+    log.info("final: %s", "  ".join(f"{k}={v:.4f}" for k, v in sorted(final.items())))
+    _write(record, started, output_dir)
+    if output_dir is not None and cfg.save_model:
+        model.save(output_dir / "model.keras")
+    return record
+
+
+def _set_up(tf: Any, cfg: DictConfig, datasets: Datasets | None) -> tuple[dict[str, Any], Datasets]:
+    """The device placed and capped, the data loaded (or `datasets`), the seeds set."""
     import keras
 
-    from hpsearch.callbacks import EpochLog
-    from hpsearch.devices import configure_devices, report_peak_memory
-    from hpsearch.model import build_model, compile_model
-    from hpsearch.tensorboard_log import open_tensorboard_log
+    from hpsearch.devices import configure_devices
 
     device = configure_devices(tf, cfg.device.type)
     data = datasets if datasets is not None else load_datasets(cfg)
     keras.utils.set_random_seed(int(cfg.seed))
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
+    return device, data
+
+
+def _model(cfg: DictConfig, data: Datasets, device: dict[str, Any]) -> Any:
+    """The compiled model, and a line that says what is trained on what."""
+    from hpsearch.model import build_model, compile_model
 
     model = compile_model(
         build_model(cfg.model, data.input_shape, data.n_classes), cfg, len(data.x_train)
@@ -60,60 +103,32 @@ def run(
         model.count_params(),
         device["type"],
     )
-    epochs = EpochLog(cfg)
-    board = open_tensorboard_log(cfg, output_dir)  # None: off, or no run dir
-    record = {
-        "params": OmegaConf.to_container(cfg, resolve=True),
-        "seed": int(cfg.seed),
-        "device": device,
-        "tensorflow_version": tf.__version__,
-        "python_version": platform.python_version(),
-        "history": epochs.history,
-    }
-    started = time.perf_counter()  # train_time_s: fit and final evaluation, nothing before
-    try:
-        model.fit(
-            data.x_train,
-            data.y_train,
-            batch_size=int(cfg.batch),
-            epochs=int(cfg.epochs),
-            validation_data=(data.x_val, data.y_val),
-            validation_batch_size=int(cfg.eval_batch),
-            # The board first: it also logs the epoch whose loss makes EpochLog stop the run.
-            callbacks=[epochs] if board is None else [board, epochs],
-            verbose=0,
-        )
-    except TrainingDiverged as err:
-        if board is not None:
-            board.finish()
-        record |= {
-            "status": "diverged",
-            "error": str(err),
-            "train_time_s": time.perf_counter() - started,
-        }
-        if output_dir is not None:
-            write_json_atomic(output_dir / METRICS_FILE, record)
-        raise
-    final = _final_metrics(model, data, epochs.history[-1], int(cfg.eval_batch))
-    device["peak_mb"] = report_peak_memory(tf, device)
-    if board is not None:
-        board.finish(final)
-    record |= {
-        "status": "completed",
-        "final": final,
-        "objective": {
-            "metric": cfg.objective.metric,
-            "mode": cfg.objective.mode,
-            "value": final[cfg.objective.metric],
-        },
-        "train_time_s": time.perf_counter() - started,
-    }
-    log.info("final: %s", "  ".join(f"{k}={v:.4f}" for k, v in sorted(final.items())))
+    return model
+
+
+def _fit(model: Any, data: Datasets, cfg: DictConfig, callbacks: list[Any]) -> None:
+    model.fit(
+        data.x_train,
+        data.y_train,
+        batch_size=int(cfg.batch),
+        epochs=int(cfg.epochs),
+        validation_data=(data.x_val, data.y_val),
+        validation_batch_size=int(cfg.eval_batch),
+        callbacks=callbacks,
+        verbose=0,
+    )
+
+
+def _objective(cfg: DictConfig, final: dict[str, float]) -> dict[str, Any]:
+    metric = cfg.objective.metric
+    return {"metric": metric, "mode": cfg.objective.mode, "value": final[metric]}
+
+
+def _write(record: dict[str, Any], started: float, output_dir: Path | None) -> None:
+    """The run's record, its train time taken now, to `output_dir/metrics.json` if given."""
+    record["train_time_s"] = time.perf_counter() - started
     if output_dir is not None:
         write_json_atomic(output_dir / METRICS_FILE, record)
-        if cfg.save_model:
-            model.save(output_dir / "model.keras")
-    return record
 
 
 def _final_metrics(

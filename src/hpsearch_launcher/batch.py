@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 
 from .outcome import Status
 from .plan.jobs import Job
-from .plan.pruning import MedianRule
+from .plan.pruning import make_rule
 from .plan.settings import LauncherSettings
 from .stream import Ask, JobEnd
 
@@ -17,11 +17,7 @@ class BatchSource:
         self.jobs = list(jobs)
         self.returns: list = [None] * len(self.jobs)  # JobReturns, by input position
         self._next = 0
-        self.rule = (
-            MedianRule(settings.prune_mode, settings.prune_warmup)
-            if settings.prune == "median"
-            else None
-        )
+        self.rule = make_rule(settings.prune, settings.prune_mode, settings.prune_warmup)
         self.curves: dict[Hashable, dict[int, float]] = {}
 
     def ask(self) -> Ask | None:

@@ -16,34 +16,33 @@ short grace. Outside a sweep of the hpsearch launcher both calls do nothing.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
 from .atomic import write_json_atomic
 from .contract import GPU_PEAK_FILE, REPORTS, STOP_FILE
+from .finite import finite_float
+from .notices import Notices
 
-_warned = False
+_notices = Notices(lambda message: print(message, file=sys.stderr))  # once per job
 _next_step = 0
 
 
 def report(value: float, step: int | None = None) -> bool:
     """Report the job's objective `value` at `step` (default: 0, 1, 2, ... per call); return
     whether the sweep asks the job to stop. A NaN or a non-number is ignored (one warning)."""
-    global _next_step, _warned
+    global _next_step
     path = os.environ.get(REPORTS)
     if not path:
         return False
     number = _number(value)
     if number is None or (step is not None and not isinstance(step, int)):
-        if not _warned:
-            _warned = True
-            print(
-                f"hpsearch: report({value!r}, step={step!r}) ignored: value must be a finite "
-                "number and step an integer (warned once)",
-                file=sys.stderr,
-            )
+        _notices.warn(
+            "report",
+            f"hpsearch: report({value!r}, step={step!r}) ignored: value must be a finite "
+            "number and step an integer (warned once)",
+        )
         return should_stop()
     step = _next_step if step is None else step
     _next_step = step + 1
@@ -79,10 +78,4 @@ def report_gpu_peak(megabytes: float) -> None:
 def _number(value: object) -> float | None:
     """A finite float from a number (numpy's and TensorFlow's scalars too); None otherwise:
     text is no number here, even "0.9"."""
-    if isinstance(value, (bool, str, bytes)):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+    return None if isinstance(value, (bool, str, bytes)) else finite_float(value)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from .batch import BatchSource
 from .execute.backend import Execution, task_payload
 from .execute.machine import machine_execution
 from .execute.sweep import Sweep
+from .one_line import refuse
 from .output_dir import OutputDirError
 from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
@@ -224,12 +223,9 @@ def one_line_errors(launcher: Any = None) -> Iterator[None]:
         SweepDirLocked,
         OutputDirError,
     ) as err:
-        if before is not None and first and not isinstance(err, SweepDirLocked):
-            before.restore()  # a dir another sweep holds is that sweep's
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        print(f"hpsearch: error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        # A dir another sweep holds is that sweep's: it is not put back.
+        put_back = first and not isinstance(err, SweepDirLocked)
+        refuse(str(err), err, before.restore if before is not None and put_back else None)
 
 
 def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:

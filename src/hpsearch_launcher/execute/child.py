@@ -36,6 +36,7 @@ from typing import Any
 from ..atomic import write_json_atomic
 from ..contract import END_FILE, REPORTS, REPORTS_FILE
 from ..outcome import TaskEnd, TaskResult
+from ..text import short_repr
 
 WATCHDOG_PERIOD_S = 0.5
 # Held while a returned task's end is written: the parent watchdog waits for it, so a sweep
@@ -297,7 +298,7 @@ def result_bytes(result: TaskResult) -> bytes:
     except Exception as err:
         ret = result.job_return
         value = ret._return_value
-        ret._return_value = f"<unpicklable {type(value).__name__}: {_short_repr(value)}>"
+        ret._return_value = f"<unpicklable {type(value).__name__}: {short_repr(value, 200)}>"
         note = dataclasses.replace(result, detail=f"{type(err).__name__}: {err}")
         return bytes(cloudpickle.dumps(note))
 
@@ -308,14 +309,6 @@ def _write_result(path: str, data: bytes) -> None:
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
-
-
-def _short_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        text = object.__repr__(value)
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _picklable_error(error: BaseException) -> BaseException:

@@ -26,6 +26,7 @@ from ..record.recorder import Recorder
 from ..record.reports import ReportReader
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
+from ..text import short_str
 from .backend import EnvKey, Execution, JobSpec, config_payload, env_key
 from .packer import Packer
 from .room import Room
@@ -326,7 +327,7 @@ class Sweep:
         if outcome.ok:
             self._state.done += 1
             self._state.durations.append(seconds)
-            log.info("job %d done   %s  -> %s", job.num, label, _short(ret._return_value))
+            log.info("job %d done   %s  -> %s", job.num, label, short_str(ret._return_value, 120))
         elif status is Status.PRUNED:
             self._state.pruned += 1
             log.info("job %d ended  %s: %s", job.num, label, outcome.reason)
@@ -398,8 +399,3 @@ class Sweep:
             log.error("hpsearch: could not record the ended jobs: %r", again)
             # If ending failed too, whatever is left is ended once more, without recording.
             self.backend.end([r.handle for r in self.running.values() if r.handle], 1.0)
-
-
-def _short(value: object) -> str:
-    text = f"{value:.4f}" if isinstance(value, float) else str(value)
-    return text if len(text) <= 120 else text[:117] + "..."

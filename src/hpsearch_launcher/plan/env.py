@@ -34,29 +34,43 @@ def job_env(
         "PYTHONUNBUFFERED": "1",  # the job's log files fill as it runs
     }
     if on_gpu:
-        fraction = settings.fraction if fraction is None else fraction
-        env |= {
-            contract.MEMORY_FRACTION: f"{fraction:g}",
-            "TF_FORCE_GPU_ALLOW_GROWTH": "true" if settings.allow_growth else "false",
-            # JAX preallocates this share and never exceeds it: XLA_CLIENT_MEM_FRACTION is the
-            # name JAX reads now, the older one is deprecated but still read by older JAX.
-            # PyTorch has no variable for a cap: cap_torch_memory() applies it in the job.
-            "XLA_CLIENT_MEM_FRACTION": f"{fraction:g}",
-            "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
-        }
-        if limit_mb is not None:
-            env[contract.MEMORY_LIMIT_MB] = str(limit_mb)
-        elif memory_total_mb is not None:
-            limit = contract.memory_limit_mb(fraction, memory_total_mb)
-            env[contract.MEMORY_LIMIT_MB] = str(limit)
+        share = settings.fraction if fraction is None else fraction
+        env |= _gpu_memory_env(share, settings.allow_growth, memory_total_mb, limit_mb)
     else:
-        # Jobs sharing the CPU split its cores instead of each taking all of them.
-        threads = str(max(1, cpu_count // slots))
-        env |= {
-            contract.CPU_THREADS: threads,
-            "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
-            "OPENBLAS_NUM_THREADS": threads,
-        }
+        env |= _cpu_threads_env(max(1, cpu_count // slots))
     env |= settings.env
     return env
+
+
+def _gpu_memory_env(
+    fraction: float, allow_growth: bool, memory_total_mb: int | None, limit_mb: int | None
+) -> dict[str, str]:
+    """A GPU job's memory cap, as each framework reads it (and as MB, when it is known)."""
+    env = {
+        contract.MEMORY_FRACTION: f"{fraction:g}",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true" if allow_growth else "false",
+        # JAX preallocates this share and never exceeds it: XLA_CLIENT_MEM_FRACTION is the
+        # name JAX reads now, the older one is deprecated but still read by older JAX.
+        # PyTorch has no variable for a cap: cap_torch_memory() applies it in the job.
+        "XLA_CLIENT_MEM_FRACTION": f"{fraction:g}",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{fraction:g}",
+    }
+    if limit_mb is not None:
+        env[contract.MEMORY_LIMIT_MB] = str(limit_mb)
+    elif memory_total_mb is not None:
+        env[contract.MEMORY_LIMIT_MB] = str(contract.memory_limit_mb(fraction, memory_total_mb))
+    return env
+
+
+def _cpu_threads_env(threads: int) -> dict[str, str]:
+    """A CPU job's thread count: jobs sharing the CPU split its cores instead of each taking
+    all of them."""
+    return {
+        name: str(threads)
+        for name in (
+            contract.CPU_THREADS,
+            "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+        )
+    }

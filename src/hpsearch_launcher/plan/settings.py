@@ -13,6 +13,7 @@ from hydra.errors import CompactHydraException
 from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings, RaySettings
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
 from .preload import denied
+from .pruning import RULES
 
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
@@ -214,7 +215,7 @@ def parse_memory_keys(value: Any) -> tuple[str, ...]:
     return tuple(items)
 
 
-PRUNERS = ("none", "median")
+PRUNERS = tuple(RULES)  # plan/pruning.py's rules
 
 
 def parse_prune(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from ..contract import REPORTS_FILE
 from ..hydra_line import CARRIES_TASK_TRACEBACK
+from ..notices import once_per_sweep
 from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
@@ -29,7 +30,6 @@ from .rows import (
     LAST_STEP,
     LAST_VALUE,
     PRUNED_STEP,
-    Notices,
     final_metrics,
     in_form_of,
     iso_time,
@@ -63,7 +63,7 @@ class Recorder:
         self.first_new_job = first_new_job  # rows below it are from earlier runs of the sweep
         # The number of this run's next job that is not resumed (a resumed job keeps its row's).
         self.next_job = first_new_job
-        self.notices = Notices()
+        self.notices = once_per_sweep(log)  # about tasks' output
         self.reused: set[int] = set()  # earlier rows already handed to a job of this run
         # How earlier runs wrote run_dir (relative or absolute): this run's rows follow it.
         self.run_dir_like = next((d for r in table.rows.values() if (d := r.get("run_dir"))), "")

@@ -7,6 +7,9 @@ import json
 import math
 from pathlib import Path
 
+from ..finite import finite_float
+from .rows import is_number
+
 
 class ReportReader:
     """New (step, value) reports of one job, read from where the last read stopped."""
@@ -56,6 +59,5 @@ def _whole_mb(path: Path, key: str) -> int | None:
         value = json.loads(path.read_text()).get(key)
     except (OSError, ValueError, AttributeError):
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return max(0, math.ceil(value))
+    number = finite_float(value) if is_number(value) else None
+    return None if number is None else max(0, math.ceil(number))

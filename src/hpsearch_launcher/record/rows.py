@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Mapping
@@ -13,24 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import METRICS_FILE
+from ..finite import finite_float
+from ..notices import Notices
 from .table import STATUS, TAIL
 
 log = logging.getLogger("hpsearch.launcher")
 
 MAX_RETURN_CHARS = 100_000  # a longer return value is not stored (resume runs the job again)
 RESERVED = frozenset({"job", STATUS, *TAIL})
-
-
-class Notices:
-    """Warnings about a task's output, each kind at most once per sweep."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def warn(self, kind: str, message: str) -> None:
-        if kind not in self.seen:
-            self.seen.add(kind)
-            log.warning("hpsearch: %s (said once per sweep)", message)
 
 
 def is_number(value: Any) -> bool:
@@ -40,11 +29,7 @@ def is_number(value: Any) -> bool:
 
 def finite(value: Any) -> float | None:
     """`value` as a finite float (a number, or a numeric string), else None."""
-    try:
-        number = float(value) if is_number(value) or isinstance(value, str) else math.nan
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
+    return finite_float(value) if is_number(value) or isinstance(value, str) else None
 
 
 def return_columns(value: Any, num: int, notices: Notices) -> dict[str, float]:

@@ -12,24 +12,15 @@ import optuna
 
 from ..hydra_line import instantiate_trusted
 from .config import SearchSettings
-from .settings import SamplerChoice, SearchSettingsError, fail
+from .sampler_config import SAMPLER_CONFIGS
+from .settings import PRUNER_CLASSES, SamplerChoice, SearchSettingsError, fail
 
-# name -> (Optuna's class name, a package it needs beyond Optuna, if any)
-SAMPLER_CLASSES = {
-    "tpe": ("TPESampler", None),
-    "random": ("RandomSampler", None),
-    "cmaes": ("CmaEsSampler", "cmaes"),
-    "gp": ("GPSampler", "torch"),  # Optuna >= 3.6; its Gaussian process runs on PyTorch
-    "nsgaii": ("NSGAIISampler", None),
-    "grid": ("GridSampler", None),
-    "qmc": ("QMCSampler", "scipy"),
-}
-PRUNER_CLASSES = {
-    "median": "MedianPruner",
-    "percentile": "PercentilePruner",
-    "successive_halving": "SuccessiveHalvingPruner",
-    "hyperband": "HyperbandPruner",
-    "threshold": "ThresholdPruner",
+# A sampler -> the package it needs beyond Optuna. The names, and Optuna's class for each (its
+# config's `_target_`), are the sampler group's (sampler_config.SAMPLER_CONFIGS).
+SAMPLER_NEEDS = {
+    "cmaes": "cmaes",
+    "gp": "torch",  # Optuna >= 3.6; its Gaussian process runs on PyTorch
+    "qmc": "scipy",
 }
 
 
@@ -40,7 +31,8 @@ def make_sampler(
     sampler searches `grid` (the search space's values)."""
     choice: SamplerChoice = settings.sampler
     chosen = f"hydra/sweeper/sampler={choice.name}"
-    class_name, needs = SAMPLER_CLASSES[choice.name]
+    class_name = SAMPLER_CONFIGS[choice.name]._target_.rsplit(".", 1)[-1]
+    needs = SAMPLER_NEEDS.get(choice.name)
     cls = getattr(optuna.samplers, class_name, None)
     if cls is None:
         raise _refused(chosen, f"Optuna {optuna.__version__} has no {class_name}")

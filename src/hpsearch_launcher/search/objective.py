@@ -5,9 +5,10 @@ the trial is told failed."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
+
+from ..finite import finite_float
 
 
 def objective_values(value: Any, n_objectives: int) -> list[float] | None:
@@ -18,7 +19,7 @@ def objective_values(value: Any, n_objectives: int) -> list[float] | None:
         items = list(value)
     else:
         return None
-    numbers = [_number(v) for v in items]
+    numbers = [finite_float(v) for v in items]
     if len(numbers) != n_objectives or any(n is None for n in numbers):
         return None
     return [n for n in numbers if n is not None]
@@ -29,11 +30,3 @@ def expected(n_objectives: int) -> str:
     if n_objectives == 1:
         return "a finite number (anything float() takes)"
     return f"a list of {n_objectives} finite numbers"
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None

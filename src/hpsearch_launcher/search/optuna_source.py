@@ -14,8 +14,10 @@ from collections.abc import Callable, Hashable
 import optuna
 from optuna.trial import TrialState
 
+from ..notices import once_per_sweep
 from ..outcome import Status
 from ..stream import Ask, JobEnd
+from ..text import short_repr
 from .config import SearchSettings
 from .history import INTERRUPTED, OWNER, this_sweep
 from .objective import expected, objective_values
@@ -58,7 +60,7 @@ class OptunaSource:
         self.failed_now = 0
         self.timed_out = False
         self.owner = this_sweep()
-        self._warned: set[str] = set()
+        self.notices = once_per_sweep(log)
 
     # -- JobSource --------------------------------------------------------------------------
 
@@ -105,7 +107,7 @@ class OptunaSource:
             try:
                 trial.report(value, step)
             except (TypeError, ValueError) as err:
-                self._warn("report", f"trial {trial.number}: report ignored: {err}")
+                self.notices.warn("report", f"trial {trial.number}: report ignored: {err}")
                 return False
             steps.add(step)
         return bool(trial.should_prune())
@@ -125,9 +127,10 @@ class OptunaSource:
             value = end.job_return.return_value
             values = objective_values(value, self.n_objectives)
             if values is None:
-                self._warn(
+                self.notices.warn(
                     "objective",
-                    f"trial {trial.number} (job {end.job_num}) returned {_short(value)}, not "
+                    f"trial {trial.number} (job {end.job_num}) returned "
+                    f"{short_repr(value, 60)}, not "
                     f"{expected(self.n_objectives)}: told to Optuna as failed",
                 )
                 self._failed(trial)
@@ -192,13 +195,3 @@ class OptunaSource:
                 best.value,
                 ", ".join(f"{k}={v}" for k, v in best.params.items()),
             )
-
-    def _warn(self, kind: str, message: str) -> None:
-        if kind not in self._warned:
-            self._warned.add(kind)
-            log.warning("hpsearch: %s (said once per sweep)", message)
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -7,13 +7,12 @@ Light on purpose (no Optuna): it also says, in one line, that Optuna is not inst
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 from hydra.errors import CompactHydraException
 
+from ..one_line import refuse
 from ..sweep_dir import SweepDirBefore
 
 # What the search needs beyond hpsearch's launcher: the `search` extra.
@@ -37,14 +36,15 @@ def one_line_errors(before: SweepDirBefore | None) -> Iterator[None]:
     """A bad setting or search space, or no Optuna, found before any trial starts:
     `hpsearch: error: ...` on one line and exit status 2, the sweep dir put back as `before`
     saw it. HYDRA_FULL_ERROR=1 shows Hydra's own report."""
+    restore = None if before is None else before.restore
     try:
         yield
     except ModuleNotFoundError as err:
         if err.name not in SEARCH_PACKAGES:
             raise
-        _refuse(MISSING_OPTUNA, before, err)
+        refuse(MISSING_OPTUNA, err, restore)
     except (SearchSettingsError, SearchSpaceError) as err:
-        _refuse(str(err), before, err)
+        refuse(str(err), err, restore)
 
 
 def sweep_dir_before(config: Any) -> SweepDirBefore | None:
@@ -56,12 +56,3 @@ def sweep_dir_before(config: Any) -> SweepDirBefore | None:
         return SweepDirBefore.peek(config)
     except OutputDirError:
         return None
-
-
-def _refuse(line: str, before: SweepDirBefore | None, err: BaseException) -> None:
-    if before is not None:
-        before.restore()
-    if os.environ.get("HYDRA_FULL_ERROR") == "1":
-        raise err
-    print(f"hpsearch: error: {line}", file=sys.stderr, flush=True)
-    raise SystemExit(2) from None

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import MISSING
 
+from ..setting_checks import is_whole, nearest, refusal
 from .config import SearchSettings
 from .refusal import SearchSettingsError
 from .sampler_config import DEFAULT_SAMPLER, SAMPLER_CONFIGS
@@ -25,15 +25,20 @@ MOVED = {
     "seed": "hydra.sweeper.sampler.seed=123",
     "sampler_args": "hydra.sweeper.sampler.n_startup_trials=5 (the sampler's own fields)",
 }
-PRUNERS = ("none", "median", "percentile", "successive_halving", "hyperband", "threshold")
+# A pruner's name -> Optuna's class (search/algorithms.py makes it); "none" prunes nothing.
+PRUNER_CLASSES = {
+    "median": "MedianPruner",
+    "percentile": "PercentilePruner",
+    "successive_halving": "SuccessiveHalvingPruner",
+    "hyperband": "HyperbandPruner",
+    "threshold": "ThresholdPruner",
+}
+PRUNERS = ("none", *PRUNER_CLASSES)
 DIRECTIONS = {"minimize": "minimize", "maximize": "maximize", "min": "minimize", "max": "maximize"}
 
 
 def fail(key: str, value: Any, rule: str, example: str = "") -> SearchSettingsError:
-    # As the user typed it: OmegaConf makes `timeout=-1` the float -1.0.
-    shown = int(value) if isinstance(value, float) and value.is_integer() else value
-    fix = f" (e.g. hydra.sweeper.{example})" if example else ""
-    return SearchSettingsError(f"hydra.sweeper.{key}={shown!r}: {rule}{fix}")
+    return SearchSettingsError(refusal("sweeper", key, value, rule, example))
 
 
 def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
@@ -111,8 +116,8 @@ def check_setting_key(path: str) -> None:
 
 
 def _no_such(path: str, key: str, known: list[str], prefix: str) -> None:
-    near = difflib.get_close_matches(key, known, n=1)
-    hint = f"did you mean hydra.sweeper.{prefix}{near[0]}?" if near else f"{', '.join(known)}"
+    near = nearest(key, known)
+    hint = f"did you mean hydra.sweeper.{prefix}{near}?" if near else f"{', '.join(known)}"
     raise SearchSettingsError(f"hydra.sweeper.{path}: no such setting; {hint}")
 
 
@@ -121,13 +126,13 @@ def _sampler(node: Any) -> SamplerChoice:
     if node == MISSING:
         return SamplerChoice(DEFAULT_SAMPLER, {}, None)
     if not isinstance(node, Mapping):
-        near = difflib.get_close_matches(str(node), SAMPLERS, n=1)
+        near = nearest(str(node), SAMPLERS) or DEFAULT_SAMPLER
         raise fail(
             "sampler",
             node,
             "the sampler is a config group, as in Hydra's Optuna sweeper: choose it with "
-            f"hydra/sweeper/sampler={(near or [DEFAULT_SAMPLER])[0]} (in YAML: "
-            f"- override hydra/sweeper/sampler: {(near or [DEFAULT_SAMPLER])[0]}); "
+            f"hydra/sweeper/sampler={near} (in YAML: "
+            f"- override hydra/sweeper/sampler: {near}); "
             f"one of {', '.join(n for n in SAMPLERS if n != 'motpe')}",
         )
     name = SAMPLER_TARGETS.get(str(node.get("_target_")))
@@ -161,16 +166,14 @@ def _is_number(value: Any) -> bool:
 
 
 def _integer(key: str, value: Any, least: int, example: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if not is_whole(value, least):
         raise fail(key, value, f"must be an integer >= {least}", example)
 
 
 def _choose(key: str, value: Any, options: tuple[str, ...]) -> None:
     if value not in options:
-        near = difflib.get_close_matches(str(value), options, n=1)
-        raise fail(
-            key, value, f"must be one of {', '.join(options)}", f"{key}={(near or options)[0]}"
-        )
+        near = nearest(str(value), options) or options[0]
+        raise fail(key, value, f"must be one of {', '.join(options)}", f"{key}={near}")
 
 
 def _directions(value: Any) -> tuple[str, ...]:
