@@ -7,6 +7,7 @@ The loop (sweep.py) decides what runs where and when; this keeps the books on wh
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from hydra.core.utils import JobReturn
@@ -108,6 +109,17 @@ class Bookkeeper:
         else:
             self.state.failed += 1
         return ret
+
+    def counts(self, queued: int, running: Sequence[Run], packs: bool) -> SweepState:
+        """The counts kept as jobs end, with what is `queued` and `running` now (packed by
+        memory: the most jobs run at once so far are its slots)."""
+        self.state.queued = queued
+        self.state.running = {}
+        if packs:
+            self.state.slots = max(self.state.slots, len(running))
+        for run in running:
+            self.state.running.setdefault(run.device, []).append(run.job.label)
+        return self.state
 
     def flush(self, force: bool = False) -> None:
         """results.csv written, if due (or `force`)."""

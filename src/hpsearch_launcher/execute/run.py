@@ -65,6 +65,22 @@ class Run:
     peak_mb: int = 0  # the most GPU memory its process tree held, as measured (this attempt)
     cap_mb: int | None = None  # the GPU memory cap this attempt runs under, in MB
 
+    def set_deadline(self, timeout: float | None) -> None:
+        """hydra.launcher.timeout counts from when the job began running, as its backend
+        says (a Ray task may wait for a place first)."""
+        if timeout is not None and self.deadline is None and self.handle is not None:
+            began = self.handle.started_at()
+            if began is not None:
+                self.deadline = began + timeout
+
+    def prune(self, step: int, value: float, grace: float) -> Pruning:
+        """The source pruned it on its report (step, value): it is asked to stop, and its
+        process tree is ended `grace` seconds from now if it is still there."""
+        reason = f"pruned at step {step} (reported {value:.6g})"
+        self.pruning = Pruning(reason, step, time.monotonic() + grace)
+        self.state = RunState.STOPPING
+        return self.pruning
+
     def spec(self, share: float) -> JobSpec:
         """What a process needs for the next attempt (its run dir claimed), on `share` of
         its GPU."""

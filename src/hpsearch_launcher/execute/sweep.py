@@ -7,7 +7,6 @@ process trees are ended and the progress display is closed before the error goes
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import time
 from collections import deque
@@ -28,7 +27,8 @@ from .backend import EnvKey, Execution
 from .bookkeeper import Bookkeeper
 from .packer import Packer
 from .room import Room
-from .run import Pruning, Run, RunState, pruned
+from .run import Run, RunState
+from .running import Running
 from .signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
@@ -54,10 +54,10 @@ class Sweep:
         self.make_job = make_job  # composes the job a source asked for, when it is asked
         self.queue: deque[Run] = deque()
         self.whole_queue: list[Run] = []  # retries waiting for their group to be free
-        self.running: dict[concurrent.futures.Future[Outcome], Run] = {}
         self.settings = settings
         self.execution = execution
         self.backend = execution.backend
+        self.running = Running(self.backend, settings.timeout, POLL_S, INTERRUPT_GRACE_S)
         self.pool = SlotPool(execution.groups, execution.slots)
         self.stop = StopRequest()
         # Jobs at once, for the time left: the slots; packed by memory, the most run so far.
@@ -77,7 +77,7 @@ class Sweep:
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
                     waiting = bool(self.queue or not self.source.exhausted())  # for a slot
-                    self.room.poll(list(self.running.values()), waiting)
+                    self.room.poll(self.running.runs(), waiting)
                     if waiting:
                         self.room.grow()
                     self._start_ready()
@@ -119,15 +119,8 @@ class Sweep:
     def state(self) -> SweepState:
         """The counts kept as jobs end, with the queue and the running jobs read as they are."""
         # Jobs still to start: queued here, or still with the source (when it can say).
-        self._state.queued = (
-            len(self.queue) + len(self.whole_queue) + (self.source.remaining() or 0)
-        )
-        self._state.running = {}
-        if self.execution.packs:
-            self._state.slots = max(self._state.slots, len(self.running))
-        for run in self.running.values():
-            self._state.running.setdefault(run.device, []).append(run.job.label)
-        return self._state
+        queued = len(self.queue) + len(self.whole_queue) + (self.source.remaining() or 0)
+        return self.book.counts(queued, self.running.runs(), self.execution.packs)
 
     @property
     def recorder(self) -> Recorder:
@@ -175,62 +168,24 @@ class Sweep:
             detail = f"could not start its process: {type(err).__name__}: {err}"
             self._finish(run, Outcome(Ending.NOT_STARTED, detail=detail))
             return
-        self.running[run.handle.outcome] = run
-        run.state = RunState.RUNNING
+        self.running.add(run)
         alone = "alone, " if run.whole else ""
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
     def _wait(self) -> None:
-        self._set_deadlines()
+        """Record the jobs that end in this wait; end those past their time."""
+        for run, outcome in self.running.wait():
+            self._finish(run, outcome)
         now = time.monotonic()
-        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
-        timeout = min([POLL_S, *(max(0.0, d - now) for d in deadlines)])
-        if not self.running:  # slots wait for free memory: nothing to watch meanwhile
-            time.sleep(timeout)
-        done, _ = concurrent.futures.wait(
-            list(self.running), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
-        )
-        # Jobs that end in the same poll free their slots in start order (round-robin order).
-        for future in sorted(done, key=lambda f: self.running[f].job.num):
-            run = self.running.pop(future)
-            stopping = run.state is RunState.STOPPING
-            self._finish(run, pruned(run, future.result()) if stopping else future.result())
-        now = time.monotonic()
-        for run in self.running.values():
-            if run.pruning is not None and now >= run.pruning.kill_at and run.handle is not None:
-                # Past its grace: SIGTERM, then SIGKILL a second later if it is still there.
-                self.backend.stop(run.handle, force=now >= run.pruning.kill_at + 1.0)
-        self._end_expired(now)
-
-    def _end_expired(self, now: float) -> None:
-        """End and record the jobs past hydra.launcher.timeout."""
-        expired = [(f, r) for f, r in self.running.items() if r.deadline and now >= r.deadline]
-        for future, run in expired:
-            del self.running[future]
-            assert run.handle is not None
-            self.backend.end([run.handle], grace=INTERRUPT_GRACE_S)
-            detail = (
-                f"timed out after {self.settings.timeout:g}s (hydra.launcher.timeout); "
-                "its process tree was killed"
-            )
-            where = run.handle.placement()
-            self._finish(run, Outcome(Ending.TIMED_OUT, detail=detail, placement=where))
-
-    def _set_deadlines(self) -> None:
-        """hydra.launcher.timeout counts from when a job began running, as its backend says."""
-        if self.settings.timeout is None:
-            return
-        for run in self.running.values():
-            if run.deadline is None and run.handle is not None:
-                began = run.handle.started_at()
-                if began is not None:
-                    run.deadline = began + self.settings.timeout
+        self.running.stop_overdue(now)
+        for run, outcome in self.running.expired(now):
+            self._finish(run, outcome)
 
     def _read_reports(self) -> None:
         """Hand each running job's new reports to the source; one it condemns is asked to
         stop (its stop file), and its process tree is ended after the grace."""
-        for run in self.running.values():
+        for run in self.running.runs():
             if run.reports is None or run.state is RunState.STOPPING:
                 continue
             for step, value in run.reports.read():
@@ -240,12 +195,9 @@ class Sweep:
 
     def _prune(self, run: Run, step: int, value: float) -> None:
         assert run.dir is not None
-        reason = f"pruned at step {step} (reported {value:.6g})"
-        kill_at = time.monotonic() + self.settings.prune_grace
-        run.pruning = Pruning(reason, step, kill_at)
-        run.state = RunState.STOPPING
+        pruning = run.prune(step, value, self.settings.prune_grace)
         (run.dir / STOP_FILE).touch()
-        log.info("job %d pruned %s  %s", run.job.num, run.job.label, reason)
+        log.info("job %d pruned %s  %s", run.job.num, run.job.label, pruning.reason)
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
@@ -306,13 +258,9 @@ class Sweep:
 
     def _end_running(self, why: str) -> None:
         """End every running job's process tree; record each (as it ended, if it did first)."""
-        runs = list(self.running.items())
-        ended_first = {future for future, _ in runs if future.done()}
-        self.backend.end([r.handle for _, r in runs if r.handle is not None], INTERRUPT_GRACE_S)
-        self.running.clear()
-        for future, run in runs:
-            if future in ended_first:
-                self._finish(run, future.result(), retry=False)
+        for run, ended in self.running.end_all():
+            if ended is not None:
+                self._finish(run, ended, retry=False)
             else:
                 where = run.handle.placement() if run.handle is not None else ""
                 self._finish(run, Outcome(Ending.INTERRUPTED, detail=why, placement=where))
@@ -330,7 +278,7 @@ class Sweep:
         except Exception as again:
             log.error("hpsearch: could not record the ended jobs: %r", again)
             # If ending failed too, whatever is left is ended once more, without recording.
-            self.backend.end([r.handle for r in self.running.values() if r.handle], 1.0)
+            self.backend.end([r.handle for r in self.running.runs() if r.handle], 1.0)
 
 
 def _short(value: object) -> str:
