@@ -13,11 +13,12 @@ from typing import Any
 
 from .contract import REPORTS_FILE
 from .outcome import DONE, SUPERSEDED, Status
+from .record.columns import Kind, of_kind
 from .record.journal import FILENAME as JOURNAL
 from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
 from .record.reports import ReportReader
 from .record.rows import PRUNED_STEP, finite
-from .record.table import FILENAME, STATUS, TAIL, ResultsFileError, ResultsTable
+from .record.table import FILENAME, STATUS, ResultsFileError, ResultsTable
 
 __all__ = [
     "DONE",
@@ -39,8 +40,8 @@ __all__ = [
 ]
 
 PRUNED = Status.PRUNED.value
-INTEGERS = ("job", "attempts", "gpu_peak_mb", "gpu_cap_mb")
-NUMBERS = ("wall_time_s",)  # with every value column (what jobs returned, metrics.json's)
+INTEGERS = of_kind(Kind.INTEGER)
+NUMBERS = of_kind(Kind.NUMBER)  # with every value column (what jobs returned, metrics.json's)
 
 
 def read_results(sweep_dir: str | Path) -> Any:
@@ -60,7 +61,7 @@ def read_results(sweep_dir: str | Path) -> Any:
     if not (path.is_file() or (Path(sweep_dir) / JOURNAL).is_file()):  # the record is enough
         raise FileNotFoundError(f"no {FILENAME} in {sweep_dir}: run a sweep into it first")
     table = ResultsTable.load(Path(sweep_dir))
-    columns = ["job", *table.params, STATUS, *table.values, *TAIL]
+    columns = table.header()
     rows = [[table.rows[num].get(c, "") for c in columns] for num in sorted(table.rows)]
     frame = pd.DataFrame(rows, columns=columns, dtype=object)
     numbers = [*table.values, *NUMBERS]

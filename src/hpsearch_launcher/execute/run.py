@@ -1,19 +1,42 @@
-"""What happens to one job while the sweep runs: its attempts, where, since when, what it
-reported, why it was pruned. The job itself (plan.jobs.Job) never changes."""
+"""What happens to one job while the sweep runs: its state, its attempts, where, since when,
+what it reported, why it was pruned. The job itself (plan.jobs.Job) never changes."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from ..outcome import Ending, Outcome
-from ..plan.jobs import Job
+from ..plan.jobs import Job, run_dir
 from ..plan.settings import LauncherSettings
+from ..record.attempt import Attempt
 from ..record.reports import ReportReader
-from .backend import JobHandle
+from .backend import JobHandle, JobSpec, config_payload
 from .failures import Retry, is_out_of_memory, retry_kind
+
+
+class RunState(Enum):
+    """Where a job is in the sweep. A run moves down this list; a retry goes back to QUEUED
+    (or AWAITING_DEVICE, to run alone on its device), a run pruned while running to STOPPING."""
+
+    QUEUED = "queued"  # waiting for a free slot
+    AWAITING_DEVICE = "awaiting its device"  # a retry alone: its device's other jobs drain
+    RUNNING = "running"
+    STOPPING = "stopping"  # pruned: asked to stop (its stop file), ended if still there later
+    ENDED = "ended"  # recorded, its source told
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """Why the source pruned a running job, and when its process tree is ended if it is
+    still there then."""
+
+    reason: str  # "pruned at step 3 (reported 0.25)"
+    step: int  # the step of the report it was pruned on
+    kill_at: float  # monotonic
 
 
 @dataclass
@@ -21,6 +44,7 @@ class Run:
     """What happens to one job while the sweep runs (the job itself does not change)."""
 
     job: Job
+    state: RunState = RunState.QUEUED
     device: str = ""
     handle: JobHandle | None = None
     started: float = 0.0  # monotonic, of the current attempt
@@ -29,18 +53,66 @@ class Run:
     attempts: int = 0  # attempts started so far
     oom_attempts: int = 0  # of those, attempts that ran out of memory
     lost_attempts: int = 0  # of those, attempts whose node left the cluster
+    # How the attempt shares its GPU (not a state: it holds while the attempt runs).
     whole: bool = False  # the next attempt gets its device alone (after running out of memory)
+    alone: bool = False  # this attempt has its GPU alone, with the whole memory
     errors: list[str] = field(default_factory=list)  # why earlier attempts failed
     dir: Path | None = None  # claimed when the job first starts
     key: Hashable = None  # the source's handle for the job
     reports: ReportReader | None = None  # what the job reported (its run dir's reports file)
-    pruned: str = ""  # why the source ended it ("": it was not)
-    pruned_step: int | None = None  # the step of the report the source pruned it on
-    kill_at: float | None = None  # pruned: when its process tree is ended if still there
+    pruning: Pruning | None = None  # set when the source prunes it (None: it did not)
     kind: Hashable = None  # what decides its GPU memory (plan.packing.kind_of)
     peak_mb: int = 0  # the most GPU memory its process tree held, as measured (this attempt)
     cap_mb: int | None = None  # the GPU memory cap this attempt runs under, in MB
-    alone: bool = False  # this attempt has its GPU alone, with the whole memory
+
+    def set_deadline(self, timeout: float | None) -> None:
+        """hydra.launcher.timeout counts from when the job began running, as its backend
+        says (a Ray task may wait for a place first)."""
+        if timeout is not None and self.deadline is None and self.handle is not None:
+            began = self.handle.started_at()
+            if began is not None:
+                self.deadline = began + timeout
+
+    def prune(self, step: int, value: float, grace: float) -> Pruning:
+        """The source pruned it on its report (step, value): it is asked to stop, and its
+        process tree is ended `grace` seconds from now if it is still there."""
+        reason = f"pruned at step {step} (reported {value:.6g})"
+        self.pruning = Pruning(reason, step, time.monotonic() + grace)
+        self.state = RunState.STOPPING
+        return self.pruning
+
+    def spec(self, share: float) -> JobSpec:
+        """What a process needs for the next attempt (its run dir claimed), on `share` of
+        its GPU."""
+        assert self.dir is not None
+        job = self.job
+        return JobSpec(
+            job.num,
+            self.attempts,
+            config_payload(job.config),
+            str(self.dir / "stdout.log"),
+            str(self.dir / "stderr.log"),
+            share=share,
+            subdir=self.dir.name if job.name else "",
+        )
+
+    def attempt(self, outcome: Outcome, device: str) -> Attempt:
+        """What its last attempt became, for the recorder (`device`: where it ran)."""
+        step, value = self.reports.last if self.reports is not None else (None, None)
+        return Attempt(
+            self.job,
+            outcome,
+            device,
+            self.started_wall,
+            self.attempts,
+            self.dir or run_dir(self.job),
+            tuple(self.errors),
+            step,
+            value,
+            self.pruning.step if self.pruning is not None else None,
+            self.peak_mb or None,
+            self.cap_mb,
+        )
 
     def failed(self, outcome: Outcome, settings: LauncherSettings) -> Retry | None:
         """Count a failed attempt (out of memory? its node lost?); how it runs again, if the
@@ -76,8 +148,9 @@ def pruned(run: Run, outcome: Outcome) -> Outcome:
     at is the last one in its reports file, as its results.csv row and its curve say."""
     if run.reports is not None:
         run.reports.read()
+    assert run.pruning is not None
     stopped = run.reports.last[0] if run.reports is not None else None
-    detail = run.pruned
-    if stopped is not None and stopped != run.pruned_step:
+    detail = run.pruning.reason
+    if stopped is not None and stopped != run.pruning.step:
         detail += f", stopped at step {stopped}"
     return Outcome(Ending.PRUNED, detail=detail, placement=outcome.placement)

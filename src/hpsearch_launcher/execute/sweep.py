@@ -1,5 +1,5 @@
 """The scheduling loop of one launch(): start jobs on free slots, watch them, retry what the
-policy allows, hand every end to the recorder, and return one JobReturn per job.
+policy allows, and hand every end to the bookkeeper (bookkeeper.py), which records it.
 
 Whatever goes wrong in here (a signal, a bug, a full disk while recording), the running jobs'
 process trees are ended and the progress display is closed before the error goes on.
@@ -7,30 +7,29 @@ process trees are ended and the progress display is closed before the error goes
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from pathlib import Path
+
+from hydra.core.utils import JobReturn
 
 from ..contract import GPU_PEAK_FILE, REPORTS_FILE, STOP_FILE
-from ..crash_points import crash_point
 from ..outcome import Ending, Outcome, Status, status_of
-from ..plan.jobs import Job, run_dir, sweep_dir
-from ..plan.naming import claim_run_dir
+from ..plan.jobs import Job
 from ..plan.settings import LauncherSettings
-from ..plan.slots import SlotPool, device_label, spare_counts
+from ..plan.slots import SlotPool, device_label
 from ..record.progress import SweepState, counted, make_progress
 from ..record.recorder import Recorder
 from ..record.reports import ReportReader
-from ..record.rows import last_report
-from ..stream import Ask, JobEnd, JobSource
+from ..stream import Ask, JobSource
 from ..text import short_str
-from .backend import EnvKey, Execution, JobSpec, config_payload, env_key
+from .backend import EnvKey, Execution
+from .bookkeeper import Bookkeeper
 from .packer import Packer
 from .room import Room
-from .run import Run, pruned
+from .run import Run, RunState
+from .running import Running
 from .signals import StopRequest, stop_on_signals
 
 log = logging.getLogger("hpsearch.launcher")
@@ -56,16 +55,16 @@ class Sweep:
         self.make_job = make_job  # composes the job a source asked for, when it is asked
         self.queue: deque[Run] = deque()
         self.whole_queue: list[Run] = []  # retries waiting for their group to be free
-        self.running: dict[concurrent.futures.Future[Outcome], Run] = {}
         self.settings = settings
         self.execution = execution
         self.backend = execution.backend
+        self.running = Running(self.backend, settings.timeout, POLL_S, INTERRUPT_GRACE_S)
         self.pool = SlotPool(execution.groups, execution.slots)
-        self.recorder = recorder
         self.stop = StopRequest()
         # Jobs at once, for the time left: the slots; packed by memory, the most run so far.
         at_once = len(self.pool.groups) * (1 if execution.packs else self.pool.slots)
         self._state = SweepState(total=total or 0, slots=at_once)
+        self.book = Bookkeeper(recorder, source, self._state)
         self.packer = Packer(execution)
         self.room = Room(execution, self.pool, self._state, self.packer)
 
@@ -79,7 +78,7 @@ class Sweep:
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
                     waiting = bool(self.queue or not self.source.exhausted())  # for a slot
-                    self.room.poll(list(self.running.values()), waiting)
+                    self.room.poll(self.running.runs(), waiting)
                     if waiting:
                         self.room.grow()
                     self._start_ready()
@@ -87,7 +86,7 @@ class Sweep:
                         self.backend.prepare(self._spares_wanted())
                     self._wait()
                     self._read_reports()
-                    self.recorder.table.flush()
+                    self.book.flush()
                     progress.update(self.state, event=False)
                 if self.stop.signum:
                     self._stop()
@@ -96,9 +95,8 @@ class Sweep:
             raise
         finally:
             progress.close()
-            self.recorder.table.flush(force=True)
-            self.recorder.table.journal.close()  # opened again by a later launch()'s first end
-        log.info("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
+            self.book.close()
+        log.info("hpsearch: %s; results in %s", self.state.summary(), self.book.results)
         line = self.packer.summary()
         if line:
             log.info("hpsearch: %s", line)
@@ -114,49 +112,26 @@ class Sweep:
             if ask is None:
                 return True
             job = self.make_job(ask)
-            self._state.total = max(self._state.total, self._state.asked + 1)
-            self._state.asked += 1
-            if job.previous is None:
-                if not self._adopted(ask, job):
-                    self.queue.append(Run(job, key=ask.key, kind=self.packer.kind(job)))
-                continue
-            ret = self.recorder.resumed(job)
-            self._state.resumed += 1
-            log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
-            pruned_before = job.previous.get("status") == Status.PRUNED.value
-            status = Status.PRUNED if pruned_before else Status.RESUMED
-            step, value = last_report(job.previous)
-            self.source.ended(ask.key, JobEnd(ret, status, step, value, job.num))
+            if not self.book.asked(ask, job):
+                self.queue.append(Run(job, key=ask.key, kind=self.packer.kind(job)))
         return self.source.exhausted()
-
-    def _adopted(self, ask: Ask, job: Job) -> bool:
-        """Whether `job` ran to its end in a run of the sweep that was killed before it
-        recorded that end: then it is recorded now and its source told, not run again."""
-        found = self.recorder.adopt(job)
-        if found is None:
-            return False
-        ret, points = found
-        for point in points:
-            self.source.report(ask.key, *point)
-        step, value = points[-1] if points else (None, None)
-        self.source.ended(ask.key, JobEnd(ret, Status.COMPLETED, step, value, job.num))
-        self._state.done += 1
-        log.info("job %d adopted  %s  (it ended before the sweep was killed)", job.num, job.label)
-        return True
 
     @property
     def state(self) -> SweepState:
         """The counts kept as jobs end, with the queue and the running jobs read as they are."""
         # Jobs still to start: queued here, or still with the source (when it can say).
-        self._state.queued = (
-            len(self.queue) + len(self.whole_queue) + (self.source.remaining() or 0)
-        )
-        self._state.running = {}
-        if self.execution.packs:
-            self._state.slots = max(self._state.slots, len(self.running))
-        for run in self.running.values():
-            self._state.running.setdefault(run.device, []).append(run.job.label)
-        return self._state
+        queued = len(self.queue) + len(self.whole_queue) + (self.source.remaining() or 0)
+        return self.book.counts(queued, self.running.runs(), self.execution.packs)
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.book.recorder
+
+    def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
+        """Warm start: the spares each slot group wants, for the jobs still to start."""
+        more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
+        left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
+        return self.packer.spares_wanted(self.pool, left, self._head)
 
     @property
     def _head(self) -> Run | None:
@@ -184,16 +159,8 @@ class Sweep:
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
-            run.dir = run.dir or self._claim_dir(job)
-            spec = JobSpec(
-                job.num,
-                run.attempts,
-                config_payload(job.config),
-                str(run.dir / "stdout.log"),
-                str(run.dir / "stderr.log"),
-                share=1.0 if run.whole else 1 / self.pool.slots,
-                subdir=run.dir.name if job.name else "",
-            )
+            run.dir = run.dir or self.book.claim_dir(job)
+            spec = run.spec(share=1.0 if run.whole else 1 / self.pool.slots)
             run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE)
             (run.dir / GPU_PEAK_FILE).unlink(missing_ok=True)  # an earlier attempt's
             run.handle = self.backend.start(spec, env)
@@ -202,81 +169,25 @@ class Sweep:
             detail = f"could not start its process: {type(err).__name__}: {err}"
             self._finish(run, Outcome(Ending.NOT_STARTED, detail=detail))
             return
-        self.running[run.handle.outcome] = run
+        self.running.add(run)
         alone = "alone, " if run.whole else ""
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
-    def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
-        """Warm start: the spares each slot group wants (plan.slots.spare_counts), for the
-        jobs still to start: queued, or still with the source."""
-        more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
-        left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
-        wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
-        for group, count in spare_counts(self.pool, left):
-            env = self.packer.spare_env(group, self._head)
-            wanted[env_key(env)] = (env, count)
-        return wanted
-
-    def _claim_dir(self, job: Job) -> Path:
-        """The job's run dir, created now: named from its overrides (an earlier run's
-        unfinished attempt of its config moved out of the way, else `name~2` if taken), or
-        where the user's hydra.sweep.subdir puts it."""
-        if job.name:
-            self.recorder.free_run_dir(job, sweep_dir(job) / job.name)
-            path = sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
-            self.recorder.adopter.claimed(path)
-            return path
-        path = run_dir(job)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
     def _wait(self) -> None:
-        self._set_deadlines()
+        """Record the jobs that end in this wait; end those past their time."""
+        for run, outcome in self.running.wait():
+            self._finish(run, outcome)
         now = time.monotonic()
-        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
-        timeout = min([POLL_S, *(max(0.0, d - now) for d in deadlines)])
-        if not self.running:  # slots wait for free memory: nothing to watch meanwhile
-            time.sleep(timeout)
-        done, _ = concurrent.futures.wait(
-            list(self.running), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
-        )
-        # Jobs that end in the same poll free their slots in start order (round-robin order).
-        for future in sorted(done, key=lambda f: self.running[f].job.num):
-            run = self.running.pop(future)
-            self._finish(run, pruned(run, future.result()) if run.pruned else future.result())
-        now = time.monotonic()
-        for run in self.running.values():
-            if run.kill_at is not None and now >= run.kill_at and run.handle is not None:
-                # Past its grace: SIGTERM, then SIGKILL a second later if it is still there.
-                self.backend.stop(run.handle, force=now >= run.kill_at + 1.0)
-        expired = [(f, r) for f, r in self.running.items() if r.deadline and now >= r.deadline]
-        for future, run in expired:
-            del self.running[future]
-            assert run.handle is not None
-            self.backend.end([run.handle], grace=INTERRUPT_GRACE_S)
-            detail = (
-                f"timed out after {self.settings.timeout:g}s (hydra.launcher.timeout); "
-                "its process tree was killed"
-            )
-            where = run.handle.placement()
-            self._finish(run, Outcome(Ending.TIMED_OUT, detail=detail, placement=where))
-
-    def _set_deadlines(self) -> None:
-        """hydra.launcher.timeout counts from when a job began running, as its backend says."""
-        if self.settings.timeout is None:
-            return
-        for run in self.running.values():
-            if run.deadline is None and run.handle is not None:
-                began = run.handle.started_at()
-                if began is not None:
-                    run.deadline = began + self.settings.timeout
+        self.running.stop_overdue(now)
+        for run, outcome in self.running.expired(now):
+            self._finish(run, outcome)
 
     def _read_reports(self) -> None:
         """Hand each running job's new reports to the source; one it condemns is asked to
         stop (its stop file), and its process tree is ended after the grace."""
-        for run in self.running.values():
-            if run.reports is None or run.pruned:
+        for run in self.running.runs():
+            if run.reports is None or run.state is RunState.STOPPING:
                 continue
             for step, value in run.reports.read():
                 if self.source.report(run.key, step, value):
@@ -285,11 +196,9 @@ class Sweep:
 
     def _prune(self, run: Run, step: int, value: float) -> None:
         assert run.dir is not None
-        run.pruned = f"pruned at step {step} (reported {value:.6g})"
-        run.pruned_step = step
+        pruning = run.prune(step, value, self.settings.prune_grace)
         (run.dir / STOP_FILE).touch()
-        run.kill_at = time.monotonic() + self.settings.prune_grace
-        log.info("job %d pruned %s  %s", run.job.num, run.job.label, run.pruned)
+        log.info("job %d pruned %s  %s", run.job.num, run.job.label, pruning.reason)
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         self.pool.release(run.device, whole=run.whole)
@@ -297,46 +206,20 @@ class Sweep:
         self.packer.ended(run, outcome)
         if retry and not outcome.ended and self._retry(run, outcome):
             return
-        job = run.job
         assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
         where = outcome.placement or run.device  # the backend's word when it chose the place
-        if run.reports is not None and not run.pruned:
-            for late in run.reports.read():  # written just before it ended: the source hears all
-                self.source.report(run.key, *late)
-        if run.pruned and run.dir is not None:  # its process is gone: the request is answered
-            (run.dir / STOP_FILE).unlink(missing_ok=True)
-        step, value = run.reports.last if run.reports is not None else (None, None)
-        crash_point("job-ended")
-        ret = self.recorder.ended(
-            job,
-            outcome,
-            device=where,
-            started=run.started_wall,
-            attempts=run.attempts,
-            run_dir=run.dir or run_dir(job),
-            errors=run.errors,
-            last=(step, value),
-            pruned_step=run.pruned_step,
-            memory=(run.peak_mb or None, run.cap_mb),
-        )
-        status = status_of(outcome)
-        crash_point("recorded")  # in results.jsonl; the source (a study) not yet told
-        self.source.ended(run.key, JobEnd(ret, status, step, value, job.num))
         seconds = time.monotonic() - run.started
-        label = f"{device_label(where)}  {job.label}  {seconds:.1f}s"
+        ret = self.book.ended(run, outcome, where, seconds)
+        self._log_end(run, outcome, ret, f"{device_label(where)}  {run.job.label}  {seconds:.1f}s")
+
+    def _log_end(self, run: Run, outcome: Outcome, ret: JobReturn, label: str) -> None:
+        num, status = run.job.num, status_of(outcome)
         if outcome.ok:
-            self._state.done += 1
-            self._state.durations.append(seconds)
-            log.info("job %d done   %s  -> %s", job.num, label, short_str(ret._return_value, 120))
+            log.info("job %d done   %s  -> %s", num, label, short_str(ret._return_value, 120))
         elif status is Status.PRUNED:
-            self._state.pruned += 1
-            log.info("job %d ended  %s: %s", job.num, label, outcome.reason)
+            log.info("job %d ended  %s: %s", num, label, outcome.reason)
         else:
-            if status is Status.INTERRUPTED:
-                self._state.interrupted += 1
-            else:
-                self._state.failed += 1
-            log.error("job %d %s %s: %s", job.num, status.value.upper(), label, outcome.reason)
+            log.error("job %d %s %s: %s", num, status.value.upper(), label, outcome.reason)
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone on its device after running
@@ -345,6 +228,7 @@ class Sweep:
         if kind is None:
             return False
         if run.whole:
+            run.state = RunState.AWAITING_DEVICE
             self.whole_queue.append(run)
             log.warning(
                 "job %d ran out of memory on %s: retrying alone on it with the whole memory (%s)",
@@ -353,6 +237,7 @@ class Sweep:
                 outcome.reason,
             )
         else:
+            run.state = RunState.QUEUED
             self.queue.appendleft(run)
             log.warning(
                 "job %d %s: retrying (%s)", run.job.num, status_of(outcome).value, outcome.reason
@@ -369,18 +254,14 @@ class Sweep:
             self.state.never_started(),
         )
         self._end_running(f"interrupted by {self.stop.name}")
-        log.error("hpsearch: %s; results in %s", self.state.summary(), self.recorder.table.path)
+        log.error("hpsearch: %s; results in %s", self.state.summary(), self.book.results)
         raise SystemExit(128 + (self.stop.signum or 0))
 
     def _end_running(self, why: str) -> None:
         """End every running job's process tree; record each (as it ended, if it did first)."""
-        runs = list(self.running.items())
-        ended_first = {future for future, _ in runs if future.done()}
-        self.backend.end([r.handle for _, r in runs if r.handle is not None], INTERRUPT_GRACE_S)
-        self.running.clear()
-        for future, run in runs:
-            if future in ended_first:
-                self._finish(run, future.result(), retry=False)
+        for run, ended in self.running.end_all():
+            if ended is not None:
+                self._finish(run, ended, retry=False)
             else:
                 where = run.handle.placement() if run.handle is not None else ""
                 self._finish(run, Outcome(Ending.INTERRUPTED, detail=why, placement=where))
@@ -398,4 +279,4 @@ class Sweep:
         except Exception as again:
             log.error("hpsearch: could not record the ended jobs: %r", again)
             # If ending failed too, whatever is left is ended once more, without recording.
-            self.backend.end([r.handle for r in self.running.values() if r.handle], 1.0)
+            self.backend.end([r.handle for r in self.running.runs() if r.handle], 1.0)

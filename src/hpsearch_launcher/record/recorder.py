@@ -24,6 +24,7 @@ from ..outcome import Ending, Outcome, Status, status_of
 from ..plan.jobs import Job, task_config
 from ..plan.slots import device_label
 from .adopt import Adopter
+from .attempt import Attempt
 from .lock import SweepLock
 from .reports import ReportReader
 from .rows import (
@@ -38,7 +39,7 @@ from .rows import (
     stored_return,
 )
 from .superseded import move_aside
-from .table import ResultsTable
+from .table import TAIL, ResultsTable
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -104,15 +105,10 @@ class Recorder:
         reports = ReportReader(adopted.run_dir / REPORTS_FILE)
         points = reports.read()
         ret = make_return(job, JobStatus.COMPLETED, adopted.value, str(adopted.run_dir))
+        outcome = Outcome(Ending.RETURNED, job_return=ret)
+        step, value = reports.last
         ret = self.ended(
-            job,
-            Outcome(Ending.RETURNED, job_return=ret),
-            device="",
-            started=adopted.ended,
-            attempts=1,
-            run_dir=adopted.run_dir,
-            errors=[],
-            last=reports.last,
+            Attempt(job, outcome, "", adopted.ended, 1, adopted.run_dir, (), step, value)
         )
         return ret, points
 
@@ -127,64 +123,54 @@ class Recorder:
         if moved is not None:
             log.info("job %d: the earlier unfinished attempt in %s is now %s", job.num, path, moved)
 
-    def ended(
-        self,
-        job: Job,
-        outcome: Outcome,
-        *,
-        device: str,
-        started: float,
-        attempts: int,
-        run_dir: Path,
-        errors: list[str],
-        last: tuple[int | None, float | None] = (None, None),
-        pruned_step: int | None = None,
-        memory: tuple[int | None, int | None] = (None, None),
-    ) -> JobReturn:
-        """Record a job's last attempt; return what the sweeper gets for it. `memory`: its
-        peak GPU memory and its cap, MB (None: unknown, none). `last`: the last step it
-        reported, and the value; `pruned_step`: the step of the report it was pruned on (a
-        job goes on a little after the decision: `last` is where it stopped). A pruned job
+    def ended(self, attempt: Attempt) -> JobReturn:
+        """Record a job's last attempt; return what the sweeper gets for it. A pruned job
         returns its last value, as completed (a grid's sweeper must not fail on it: the
         pruner judged, the job did not fail)."""
-        ret = outcome.job_return if outcome.ending in (Ending.RETURNED, Ending.RAISED) else None
-        value = ret._return_value if ret is not None and outcome.ok else None
-        if outcome.ending is Ending.PRUNED:
-            value = last[1]
+        job, outcome, value = attempt.job, attempt.outcome, attempt.value
         if outcome.ok and outcome.detail:  # the child replaced an unpicklable return value
             self.notices.warn("return-pickle", f"job {job.num}'s return value: {outcome.detail}")
-        ended = time.time()
-        row: dict[str, Any] = {"job": job.num, "status": status_of(outcome).value}
-        if outcome.ok:  # the return value's columns first: they win over metrics.json's
-            row |= return_columns(value, job.num, self.notices)
-        metrics = final_metrics(run_dir, job.num, self.notices)
-        row |= {k: v for k, v in metrics.items() if k not in row}
-        if last[0] is not None:
-            row |= {LAST_STEP: last[0], LAST_VALUE: last[1]}
-        if pruned_step is not None:
-            row[PRUNED_STEP] = pruned_step
-        kept = outcome.ended  # completed or pruned: its return value is stored for resume
-        row |= {
-            "device": device,
-            "gpu_peak_mb": "" if memory[0] is None else memory[0],
-            "gpu_cap_mb": "" if memory[1] is None else memory[1],
-            "start": iso_time(started),
-            "end": iso_time(ended),
-            "wall_time_s": round(ended - started, 3),
-            "attempts": attempts,
-            "run_dir": in_form_of(run_dir, self.run_dir_like),
-            "config_hash": job.config_hash,
-            "error": "; ".join([*errors, *([outcome.reason] if not outcome.ok else [])]),
-            "return": stored_return(value, job.num, self.notices) if kept else "",
-        }
+        row = self._row(attempt, value)
         self.table.supersede(job.config_hash, self.first_new_job, job.num)
         self.table.put(row, job.params)
+        ret = attempt.job_return
         if outcome.ok:
             assert ret is not None
             return ret
         if outcome.ending is Ending.PRUNED:
-            return make_return(job, JobStatus.COMPLETED, value, str(run_dir))
-        return self._failed(job, outcome, ret, device, run_dir)
+            return make_return(job, JobStatus.COMPLETED, value, str(attempt.run_dir))
+        return self._failed(job, outcome, ret, attempt.device, attempt.run_dir)
+
+    def _row(self, attempt: Attempt, value: Any) -> dict[str, Any]:
+        """The attempt's results row: status, the values (the return value's columns win
+        over metrics.json's), its last report, then the fixed tail (columns.TAIL)."""
+        job, outcome = attempt.job, attempt.outcome
+        row: dict[str, Any] = {"job": job.num, "status": status_of(outcome).value}
+        if outcome.ok:
+            row |= return_columns(value, job.num, self.notices)
+        metrics = final_metrics(attempt.run_dir, job.num, self.notices)
+        row |= {k: v for k, v in metrics.items() if k not in row}
+        if attempt.last_step is not None:
+            row |= {LAST_STEP: attempt.last_step, LAST_VALUE: attempt.last_value}
+        if attempt.pruned_step is not None:
+            row[PRUNED_STEP] = attempt.pruned_step
+        ended = time.time()
+        tail = {  # None is written "" (unknown, none)
+            "device": attempt.device,
+            "gpu_peak_mb": attempt.peak_mb,
+            "gpu_cap_mb": attempt.cap_mb,
+            "start": iso_time(attempt.started),
+            "end": iso_time(ended),
+            "wall_time_s": round(ended - attempt.started, 3),
+            "attempts": attempt.attempts,
+            "run_dir": in_form_of(attempt.run_dir, self.run_dir_like),
+            "config_hash": job.config_hash,
+            "error": attempt.error,
+            # Completed or pruned: its return value is stored for resume.
+            "return": stored_return(value, job.num, self.notices) if outcome.ended else "",
+        }
+        assert tuple(tail) == TAIL, "a fixed column is declared in columns.TAIL, filled here"
+        return row | tail
 
     def _failed(
         self, job: Job, outcome: Outcome, ret: JobReturn | None, device: str, run_dir: Path

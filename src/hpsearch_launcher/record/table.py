@@ -3,8 +3,8 @@
 A row's identity is its job number. The config hash is a column: resume matches on it, so a
 job that already finished is not run again, and a config held twice by one sweep is two jobs,
 two rows. Columns, left to right: `job`, the swept parameters, `status`, the values (what the
-task returned, and its metrics.json's `final` numbers), then the fixed TAIL. No pandas here:
-the sweep process writes this file, and it stays light.
+task returned, and its metrics.json's `final` numbers), then the fixed TAIL; the fixed ones are
+declared in columns.py. No pandas here: the sweep process writes this file, and it stays light.
 
 The truth is the journal beside it (results.jsonl, journal.py): every change to a row is
 appended there, fsynced, before anyone hears of it; results.csv is its view, rewritten whole and
@@ -27,29 +27,18 @@ from hydra.errors import CompactHydraException
 from ..atomic import write_text_atomic
 from ..crash_points import crash_point
 from ..outcome import FINAL, STATUSES, SUPERSEDED
+from . import columns
 from .journal import FILENAME as JOURNAL_FILENAME
 from .journal import Journal
 
 log = logging.getLogger("hpsearch.launcher")
 
 FILENAME = "results.csv"
-STATUS = "status"
-TAIL = (
-    "device",
-    "gpu_peak_mb",  # the most GPU memory the job held (NVML, or its own report); "": unknown
-    "gpu_cap_mb",  # the GPU memory cap it ran under; "": none (the CPU)
-    "start",
-    "end",
-    "wall_time_s",
-    "attempts",
-    "run_dir",
-    "config_hash",
-    "error",
-    "return",  # the task's return value as JSON: what resume hands the sweeper again
-)
-FIXED = ("job", STATUS, *TAIL)  # a swept key of one of these names is kept apart: param_column
+STATUS = columns.STATUS.name
+TAIL = columns.names(columns.TAIL)
+FIXED = columns.names(columns.FIXED)  # a swept key of one of these names: param_column
 PARAM_PREFIX = "param:"  # no Hydra override key holds a colon: `param:error` is no other key's
-REQUIRED = ("job", STATUS, "run_dir", "config_hash")
+REQUIRED = tuple(c.name for c in columns.FIXED if c.required)
 # While jobs end, the file is rewritten at most this often (each rewrite is the whole file,
 # fsync'd); the sweep always writes it when it ends, is stopped, or fails.
 SAVE_INTERVAL_S = 0.5
@@ -208,16 +197,18 @@ class ResultsTable:
         write_text_atomic(self.path, self._text(), lambda: crash_point("csv-written"))
         self._saved, self._dirty = time.monotonic(), False
 
+    def header(self) -> list[str]:
+        """The columns, left to right."""
+        return [columns.JOB.name, *self.params, STATUS, *self.values, *TAIL]
+
     def _text(self) -> str:
-        columns = ["job", *self.params, STATUS, *self.values, *TAIL]
+        header = self.header()
         text = io.StringIO()
-        writer = csv.DictWriter(
-            text, fieldnames=columns, extrasaction="ignore", lineterminator="\n"
-        )
+        writer = csv.DictWriter(text, fieldnames=header, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for num in sorted(self.rows):
             row = self.rows[num]
-            writer.writerow({c: _one_line(row.get(c, "")) for c in columns})
+            writer.writerow({c: _one_line(row.get(c, "")) for c in header})
         return text.getvalue()
 
     def set_aside(self) -> Path | None:

@@ -1,0 +1,137 @@
+"""The scheduling loop's bookkeeping: what each job's end becomes (its row, its JobReturn, the
+source told, the counts), jobs ended without running (resumed, adopted), and the run dirs.
+
+The loop (sweep.py) decides what runs where and when; this keeps the books on what it did.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra.core.utils import JobReturn
+
+from ..contract import STOP_FILE
+from ..crash_points import crash_point
+from ..outcome import Outcome, Status, status_of
+from ..plan.jobs import Job, run_dir, sweep_dir
+from ..plan.naming import claim_run_dir
+from ..record.progress import SweepState
+from ..record.recorder import Recorder
+from ..record.rows import last_report
+from ..stream import Ask, JobEnd, JobSource
+from .run import Run, RunState
+
+log = logging.getLogger("hpsearch.launcher")
+
+
+class Bookkeeper:
+    """The records (a `Recorder`), the source's side of each end, and the sweep's counts."""
+
+    def __init__(self, recorder: Recorder, source: JobSource, state: SweepState) -> None:
+        self.recorder = recorder
+        self.source = source
+        self.state = state  # the counts; the loop sets what is queued and running
+
+    def asked(self, ask: Ask, job: Job) -> bool:
+        """Count a job the source gave; end it at once, taking no slot, if an earlier run of
+        the sweep finished it (resumed) or ran it to its end unrecorded (adopted). Whether
+        it was ended so."""
+        self.state.total = max(self.state.total, self.state.asked + 1)
+        self.state.asked += 1
+        if job.previous is not None:
+            self._resumed(ask, job)
+            return True
+        return self._adopted(ask, job)
+
+    def _resumed(self, ask: Ask, job: Job) -> None:
+        assert job.previous is not None
+        ret = self.recorder.resumed(job)
+        self.state.resumed += 1
+        log.info("job %d resumed  %s  (finished in an earlier run)", job.num, job.label)
+        pruned_before = job.previous.get("status") == Status.PRUNED.value
+        status = Status.PRUNED if pruned_before else Status.RESUMED
+        step, value = last_report(job.previous)
+        self.source.ended(ask.key, JobEnd(ret, status, step, value, job.num))
+
+    def _adopted(self, ask: Ask, job: Job) -> bool:
+        """Whether `job` ran to its end in a run of the sweep that was killed before it
+        recorded that end: then it is recorded now and its source told, not run again."""
+        found = self.recorder.adopt(job)
+        if found is None:
+            return False
+        ret, points = found
+        for point in points:
+            self.source.report(ask.key, *point)
+        step, value = points[-1] if points else (None, None)
+        self.source.ended(ask.key, JobEnd(ret, Status.COMPLETED, step, value, job.num))
+        self.state.done += 1
+        log.info("job %d adopted  %s  (it ended before the sweep was killed)", job.num, job.label)
+        return True
+
+    def claim_dir(self, job: Job) -> Path:
+        """The job's run dir, created now: named from its overrides (an earlier run's
+        unfinished attempt of its config moved out of the way, else `name~2` if taken), or
+        where the user's hydra.sweep.subdir puts it."""
+        if job.name:
+            self.recorder.free_run_dir(job, sweep_dir(job) / job.name)
+            path = sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
+            self.recorder.adopter.claimed(path)
+            return path
+        path = run_dir(job)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def ended(self, run: Run, outcome: Outcome, where: str, seconds: float) -> JobReturn:
+        """Record a run's end (its last attempt, on `where`, for `seconds`), tell its
+        source, count it; the JobReturn the sweeper gets for it."""
+        if run.reports is not None and run.pruning is None:
+            for late in run.reports.read():  # written just before it ended: the source hears all
+                self.source.report(run.key, *late)
+        if run.pruning is not None and run.dir is not None:  # its process is gone: answered
+            (run.dir / STOP_FILE).unlink(missing_ok=True)
+        attempt = run.attempt(outcome, where)
+        crash_point("job-ended")
+        ret = self.recorder.ended(attempt)
+        run.state = RunState.ENDED
+        status = status_of(outcome)
+        crash_point("recorded")  # in results.jsonl; the source (a study) not yet told
+        end = JobEnd(ret, status, attempt.last_step, attempt.last_value, run.job.num)
+        self.source.ended(run.key, end)
+        if outcome.ok:
+            self.state.done += 1
+            self.state.durations.append(seconds)
+        elif status is Status.PRUNED:
+            self.state.pruned += 1
+        elif status is Status.INTERRUPTED:
+            self.state.interrupted += 1
+        else:
+            self.state.failed += 1
+        return ret
+
+    def counts(self, queued: int, running: Sequence[Run], packs: bool) -> SweepState:
+        """The counts kept as jobs end, with what is `queued` and `running` now (packed by
+        memory: the most jobs run at once so far are its slots)."""
+        self.state.queued = queued
+        self.state.running = {}
+        if packs:
+            self.state.slots = max(self.state.slots, len(running))
+        for run in running:
+            self.state.running.setdefault(run.device, []).append(run.job.label)
+        return self.state
+
+    def flush(self, force: bool = False) -> None:
+        """results.csv written, if due (or `force`)."""
+        self.recorder.table.flush(force=force)
+
+    def close(self) -> None:
+        """The end of one launch(): results.csv written; the journal closed (a later
+        launch()'s first end opens it again)."""
+        self.recorder.table.flush(force=True)
+        self.recorder.table.journal.close()
+
+    @property
+    def results(self) -> Path:
+        """The sweep's results.csv."""
+        return self.recorder.table.path
