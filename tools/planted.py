@@ -43,15 +43,15 @@ SPARE_DIED = (
 ISSUE_30 = (
     Planted(
         "pruning: SIGKILL at once",
-        "execute/sweep.py",
-        "force=now >= run.kill_at + 1.0",
+        "execute/running.py",
+        "force=now >= run.pruning.kill_at + 1.0",
         "force=True",
         PRUNE_SIGNALS,
     ),
     Planted(
         "pruning: never SIGKILL",
-        "execute/sweep.py",
-        "force=now >= run.kill_at + 1.0",
+        "execute/running.py",
+        "force=now >= run.pruning.kill_at + 1.0",
         "force=False",
         PRUNE_SIGNALS,
     ),
@@ -99,7 +99,7 @@ ISSUE_30 = (
     ),
     Planted(
         "resume (stream): pruned taken as resumed",
-        "execute/sweep.py",
+        "execute/bookkeeper.py",
         "Status.PRUNED if pruned_before else Status.RESUMED",
         "Status.RESUMED",
         RESUMED_KEEPS,
