@@ -15,10 +15,10 @@ FAIL_JOB = int(os.environ["FAULTY_RECORD_JOB"])
 _original = recorder_module.Recorder.ended
 
 
-def ended(self: Any, job: Any, outcome: Any, **facts: Any) -> Any:
-    if job.num == FAIL_JOB:
-        raise RuntimeError(f"injected fault while recording job {job.num}")
-    return _original(self, job, outcome, **facts)
+def ended(self: Any, attempt: Any) -> Any:
+    if attempt.job.num == FAIL_JOB:
+        raise RuntimeError(f"injected fault while recording job {attempt.job.num}")
+    return _original(self, attempt)
 
 
 recorder_module.Recorder.ended = ended  # type: ignore[method-assign]
