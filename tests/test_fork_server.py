@@ -33,9 +33,10 @@ from conftest import (
 )
 
 from hpsearch_launcher.execute import forked as forked_module
-from hpsearch_launcher.execute.fork_server import MESSAGE_MAX, apply_env
+from hpsearch_launcher.execute.fork_server import apply_env
 from hpsearch_launcher.execute.forked import ForkRefused, ForkServer
 from hpsearch_launcher.execute.spare import Spare
+from hpsearch_launcher.execute.wire import MESSAGE_MAX
 
 FORK = "hydra.launcher.warm_start=fork"
 PRELOAD = "hydra.launcher.preload=[preload_marker]"

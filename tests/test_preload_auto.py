@@ -16,6 +16,7 @@ from conftest import PROBE, REPO, Runner, processes_tagged, read_records, roles
 from hpsearch_launcher.execute.backend import env_key
 from hpsearch_launcher.execute.local import LocalBackend
 from hpsearch_launcher.execute.spare import StatusReader
+from hpsearch_launcher.execute.wire import parse_status
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_a_module_whose_import_killed_a_waiting_spare_is_dropped(
     read first), it is replaced, and `killer` is dropped, or every next spare would die on it."""
     backend = LocalBackend(b"", preload=None)
     monkeypatch.setattr(backend, "_spawn", dying_spare)
-    backend.preloads.heard("imported numpy killer")  # what a job was seen to import
+    backend.preloads.heard(parse_status("imported numpy killer"))  # what a job was seen to import
     env = {"CUDA_VISIBLE_DEVICES": "0"}
     wanted = {env_key(env): (env, 1)}
     try:

@@ -206,7 +206,7 @@ FORK_SERVER = (
     Planted(
         "fork: the job's environment not applied",
         "execute/fork_server.py",
-        'apply_env(message["env"], message["unset"])',
+        "apply_env(message.env, message.unset)",
         "pass",
         FORK_TESTS,
     ),
@@ -290,7 +290,7 @@ FORK_SERVER = (
     Planted(
         "forked: a late answer's child kept",
         "execute/forked.py",
-        '_kill_tree(message["pid"])\n                        continue',
+        "_kill_tree(message.pid)\n                        continue",
         "continue",
         FORK_TESTS,
     ),

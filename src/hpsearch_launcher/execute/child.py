@@ -6,17 +6,13 @@ Order matters. The process (already its own session, so Ctrl-C reaches only the 
 then ends the jobs in order) starts the watchdog that ends it if the sweep dies, points file
 descriptors 1 and 2 at EARLY_LOG, and only then unpickles the task (which imports its module),
 so even import-time output is kept, and imports the PRELOAD modules (a warm spare's: e.g.
-TensorFlow; it touches no GPU). Then it reads lines from stdin: `+["mod", ...]` asks for more
-modules ahead (learned while it waited), any other line is the path of its job file: at once
-for a cold process, when its slot frees for a spare (an empty line ends a spare that got no
-job). It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first into the
+TensorFlow; it touches no GPU). Then it reads lines from stdin (execute.wire): more modules to
+import ahead (learned while it waited), or the path of its job file (a `Ticket`): at once for
+a cold process, when its slot frees for a spare (an empty line ends a spare that got no job).
+It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first into the
 job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the result file
-atomically and exits. One process, one job.
-
-On STATUS_FD (a pipe to the sweep) it says, one line each: `preloading NAME`, then
-`preloaded NAME SECONDS` or `failed NAME WHY`; `ready` once its imports are done; and, while
-its job runs, `imported NAME ...`: top-level packages the job imported (what `preload: auto`
-learns). What a preload prints goes nowhere: it is not the job's output.
+atomically and exits. One process, one job. On STATUS_FD (a pipe to the sweep) it says what
+execute.child_status sends.
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import signal
 import sys
@@ -37,13 +32,13 @@ from ..atomic import write_json_atomic
 from ..contract import END_FILE, REPORTS, REPORTS_FILE
 from ..outcome import TaskEnd, TaskResult
 from ..text import short_repr
+from .child_status import ImportWatch, Status, preload_modules
+from .wire import Ticket, more_modules
 
 WATCHDOG_PERIOD_S = 0.5
 # Held while a returned task's end is written: the parent watchdog waits for it, so a sweep
 # killed in that instant does not cost a job that ran to its end its end file.
 _ENDING = threading.Lock()
-IMPORT_WATCH_S = 0.5  # how often a running job's new imports are looked for
-MORE = "+"  # a stdin line that starts so lists more modules to import ahead
 # Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -63,8 +58,8 @@ def main(task_file: str, early_log: str, preload: list[str], status_fd: int = -1
     discover_hydra_plugins()
     preload_modules(preload, status)
     job_file = sys.stdin.readline()
-    while job_file.startswith(MORE):  # learned while this spare waited
-        preload_modules(json.loads(job_file[len(MORE) :]), status)
+    while (more := more_modules(job_file)) is not None:  # learned while this spare waited
+        preload_modules(more, status)
         job_file = sys.stdin.readline()
     job_file = job_file.strip()
     if not job_file:  # the sweep ended this process before giving it a job
@@ -88,68 +83,13 @@ def run_job_file(job_file: str, task: Any, status: Status, keep: str | None = No
 
     hydra_context, task_function, singleton_state = task
     watch = ImportWatch(status)
-    with open(job_file, "rb") as f:
-        job = cloudpickle.load(f)
-    redirect(job["stdout"], job["stderr"], keep=keep)
-    config = cloudpickle.loads(job["config"])
-    result = run_task(hydra_context, config, task_function, singleton_state, job["subdir"])
+    job = Ticket.from_bytes(Path(job_file).read_bytes(), job_file)
+    redirect(job.stdout, job.stderr, keep=keep)
+    config = cloudpickle.loads(job.config)
+    result = run_task(hydra_context, config, task_function, singleton_state, job.subdir)
     watch.check()  # what it imported last, told before the sweep sees the process end
-    _write_result(job["result"], result_bytes(result))
+    _write_result(job.result, result_bytes(result))
     _exit_quickly()
-
-
-class Status:
-    """This process's line to the sweep (a pipe; -1: none). A sweep that stopped reading (it
-    handed the job on, or ended) is no error: the line is lost, nothing else."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        if fd >= 0:
-            os.set_inheritable(fd, False)  # the job's own subprocesses do not hold it open
-        self._lock = threading.Lock()
-
-    def send(self, line: str) -> None:
-        if self.fd < 0:
-            return
-        with self._lock, contextlib.suppress(OSError):
-            os.write(self.fd, (line.replace("\n", " ") + "\n").encode())
-
-
-class ImportWatch:
-    """Tells the sweep the top-level packages the job imports, as it imports them (every
-    IMPORT_WATCH_S, so spares learn while the first jobs still run): a thread that compares
-    `sys.modules` with what this process had when the job began."""
-
-    def __init__(self, status: Status) -> None:
-        self.status = status
-        self.seen = set(sys.modules)
-        self._lock = threading.Lock()
-        threading.Thread(target=self._watch, name="hpsearch-import-watch", daemon=True).start()
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(IMPORT_WATCH_S)
-            self.check()
-
-    def check(self) -> None:
-        with self._lock:
-            now = sys.modules.copy()  # one C call: safe while another thread imports
-            new = [n for n in now if n not in self.seen]
-            self.seen.update(new)
-        # Top-level names only (a dotted one is not an identifier), none made up by a package
-        # (a hash, "_sysconfigdata__linux_x86_64-linux-gnu").
-        found = [n for n in new if n.isidentifier() and n != "__main__" and _is_imported(now[n])]
-        if found:
-            self.status.send("imported " + " ".join(found))
-
-
-def _is_imported(module: Any) -> bool:
-    """A module made by an import (it has a spec), not one a package put in sys.modules by
-    hand. Read past the module's own attribute hooks: a lazy module would load on access."""
-    try:
-        return object.__getattribute__(module, "__dict__").get("__spec__") is not None
-    except Exception:
-        return False
 
 
 def _exit_quickly() -> None:
@@ -175,63 +115,18 @@ def _exit_quickly() -> None:
     os._exit(0)
 
 
-def preload_modules(modules: list[str], status: Status) -> None:
-    """Import what the job will need, ahead of it, its output discarded; each import timed and
-    told to the sweep. A failure is reported, not raised: the job meets it, if it needs it."""
-    import importlib
-
-    for name in modules:
-        status.send(f"preloading {name}")
-        started = time.perf_counter()
-        try:
-            with _output_discarded():
-                importlib.import_module(name)
-        except BaseException as err:  # SystemExit at import too: the spare stays usable
-            status.send(f"failed {name} {type(err).__name__}: {err}")
-        else:
-            status.send(f"preloaded {name} {time.perf_counter() - started:.4f}")
-    status.send("ready")
-
-
-@contextlib.contextmanager
-def _output_discarded() -> Any:
-    """fd 1 and 2 (C code writes there directly) at /dev/null, then back."""
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    saved = [os.dup(1), os.dup(2)]
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    os.close(null)
-    try:
-        yield
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        for fd, copy in zip((1, 2), saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-
-
 def run_task(
     hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any, subdir: str
 ) -> TaskResult:
     """Run the job as Hydra's own launchers do, in the run dir `subdir` the sweep claimed for
     it ("": where its config says); what happened, as a TaskResult."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.plugins import Plugins
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
     from omegaconf import read_write
 
     setup_globals()
-    # The state leaves Plugins out, and set_state scans for them again (0.1 s here): the scan
-    # this process made ahead (discover_hydra_plugins) is the same sys.path's, so it is kept.
-    found = Singleton._instances.get(Plugins)
-    if found is not None:
-        singleton_state = {**singleton_state, "instances": {**singleton_state["instances"]}}
-        singleton_state["instances"][Plugins] = found
-    Singleton.set_state(singleton_state)
+    Singleton.set_state(_plugins_kept(singleton_state))
     if subdir:
         with read_write(sweep_config.hydra):
             sweep_config.hydra.sweep.subdir = subdir
@@ -256,15 +151,32 @@ def run_task(
         sys.stdout.flush()
         sys.stderr.flush()
     if ret.status == JobStatus.FAILED:
-        import traceback
-
-        error = ret._return_value
-        # The traceback stays here, in the job's stderr log; the parent gets a picklable error.
-        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-        sys.stderr.flush()
-        ret._return_value = _picklable_error(error)
-        return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
+        return _raised(ret)
     return TaskResult(TaskEnd.RETURNED, ret)
+
+
+def _plugins_kept(singleton_state: Any) -> Any:
+    """The state leaves Plugins out, and set_state scans for them again (0.1 s here): the scan
+    this process made ahead (discover_hydra_plugins) is the same sys.path's, so it is kept."""
+    from hydra.core.plugins import Plugins
+    from hydra.core.singleton import Singleton
+
+    found = Singleton._instances.get(Plugins)
+    if found is None:
+        return singleton_state
+    return {**singleton_state, "instances": {**singleton_state["instances"], Plugins: found}}
+
+
+def _raised(ret: Any) -> TaskResult:
+    """A task that raised: the traceback stays here, in the job's stderr log; the parent gets
+    a picklable error."""
+    import traceback
+
+    error = ret._return_value
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    sys.stderr.flush()
+    ret._return_value = _picklable_error(error)
+    return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
 
 
 def _end_kept(task_function: Any, run_dir: str, overrides: list[str]) -> Any:

@@ -6,15 +6,10 @@ jobs need and forks each job's process from itself.
 It is spawned as a spare is (execute.child: its own session, its output in EARLY_LOG), unpickles
 the task (importing its module), imports the PRELOAD modules, and says on STATUS_FD what a spare
 says (`preloading`, `preloaded`, `failed`, `ready`). It never runs a job, an op or a device call.
-Then it serves messages on CONTROL_FD, a SOCK_SEQPACKET socket to the sweep, one JSON object
-each:
-
-    {"op": "more", "modules": [...]}                      import these too (learned meanwhile)
-    {"op": "fork", "id": N, "job": PATH, "env": {...}, "unset": [...]}   with one fd passed:
-        the job's status pipe. Answered {"op": "forked", "id": N, "pid": PID}, or
-        {"op": "refused", "id": N, "why": ...} when forking is no longer safe (fork_unsafe).
-    and it tells {"op": "exited", "pid": PID, "code": C} (C as Popen's returncode) of each
-    child it reaped.
+Then it serves messages on CONTROL_FD, a SOCK_SEQPACKET socket to the sweep (execute.wire's
+control messages): `More` (import these too), `Fork` (with one fd passed: the job's status
+pipe), answered `Forked`, or `Refused` when forking is no longer safe (fork_unsafe); and it
+tells `Exited` of each child it reaped.
 
 The forked child becomes the job's process: its own session, the job's environment (set before
 the task runs: CUDA, TensorFlow, JAX and PyTorch read it at first device use), a watchdog that
@@ -28,25 +23,37 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import select
 import signal
 import socket
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .child import Status, discover_hydra_plugins, preload_modules, redirect, run_job_file
+from .child import discover_hydra_plugins, redirect, run_job_file
 from .child import start_parent_watchdog as start_watchdog
+from .child_status import Status, preload_modules
+from .wire import (
+    MESSAGE_MAX,
+    Control,
+    Exited,
+    Fork,
+    Forked,
+    More,
+    Refused,
+    Said,
+    StatusLine,
+    decode,
+    encode,
+)
 
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from hpsearch_launcher.execute.fork_server import main; "
     "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))"
 )
-STARTED = "started"  # a forked child's first status line: it is the job's process now
-MESSAGE_MAX = 1 << 20  # bytes of one control message (a job's environment, paths)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -116,7 +123,7 @@ class Server:
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd says a child ended
-        self.status.send(f"threads {native_threads()}")
+        self.status.send(StatusLine(Said.THREADS, threads=native_threads()))
         while True:
             readable, _, _ = select.select([self.control.fileno(), self.wake_r], [], [])
             if self.wake_r in readable:
@@ -138,17 +145,17 @@ class Server:
             return False
         if not data:
             return False
-        message = json.loads(data)
-        if message["op"] == "more":
-            preload_modules(message["modules"], self.status)
-            self.status.send(f"threads {native_threads()}")
-        elif message["op"] == "fork":
+        message = decode(data)
+        if isinstance(message, More):
+            preload_modules(message.modules, self.status)
+            self.status.send(StatusLine(Said.THREADS, threads=native_threads()))
+        elif isinstance(message, Fork):
             self._fork(message, fds[0])
         return True
 
-    def _tell(self, **message: Any) -> None:
+    def _tell(self, message: Control) -> None:
         with contextlib.suppress(OSError):  # the sweep is gone: its watchdog ends this one
-            self.control.send(json.dumps(message).encode())
+            self.control.send(encode(message))
 
     def _reap(self) -> None:
         while True:
@@ -158,13 +165,13 @@ class Server:
                 return
             if pid == 0:
                 return
-            self._tell(op="exited", pid=pid, code=os.waitstatus_to_exitcode(wait_status))
+            self._tell(Exited(pid=pid, code=os.waitstatus_to_exitcode(wait_status)))
 
-    def _fork(self, message: dict[str, Any], status_fd: int) -> None:
+    def _fork(self, message: Fork, status_fd: int) -> None:
         why = fork_unsafe(self.own_threads)
         if why is not None:
             os.close(status_fd)
-            self._tell(op="refused", id=message["id"], why=why)
+            self._tell(Refused(id=message.id, why=why))
             return
         # What the server made so far is never collected: a child's collections then leave
         # its pages shared (no write to each object's GC header), as gc.freeze's docs advise.
@@ -176,9 +183,9 @@ class Server:
             finally:
                 os._exit(70)  # run_job_file never returns; an error before it is a failed start
         os.close(status_fd)
-        self._tell(op="forked", id=message["id"], pid=pid)
+        self._tell(Forked(id=message.id, pid=pid))
 
-    def _become_job(self, message: dict[str, Any], status_fd: int) -> None:
+    def _become_job(self, message: Fork, status_fd: int) -> None:
         """In the forked child: from a copy of the server to the job's own fresh process."""
         os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
         signal.set_wakeup_fd(-1)
@@ -190,14 +197,14 @@ class Server:
         os.close(null)
         os.close(self.status.fd)  # the server's status pipe is not the job's
         start_watchdog(os.getppid())  # the server: it ends with the sweep
-        apply_env(message["env"], message["unset"])
+        apply_env(message.env, message.unset)
         status = Status(status_fd)
         reseed()
-        status.send(STARTED)
-        run_job_file(message["job"], self.task, status)
+        status.send(StatusLine(Said.STARTED))
+        run_job_file(message.job, self.task, status)
 
 
-def apply_env(env: dict[str, str], unset: list[str]) -> None:
+def apply_env(env: Mapping[str, str], unset: Sequence[str]) -> None:
     """The job's environment, over the server's. CUDA, TensorFlow, JAX and PyTorch read theirs
     at first device use, which comes later; a BLAS already loaded has its thread count fixed,
     so it is set through threadpoolctl where that is installed."""

@@ -10,7 +10,6 @@ have been killed once gone.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -20,12 +19,22 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
 
 import psutil
 
-from .fork_server import MESSAGE_MAX
 from .spare import Spare
+from .wire import (
+    MESSAGE_MAX,
+    Control,
+    Exited,
+    Fork,
+    Forked,
+    More,
+    Refused,
+    WireError,
+    decode,
+    encode,
+)
 
 log = logging.getLogger("hpsearch.launcher")
 # A fork answered later than this (s) means a server that no longer serves.
@@ -88,7 +97,7 @@ class ForkServer:
 
     def ask_more(self, modules: list[str]) -> None:
         """Have the server import `modules` too (learned since it was made)."""
-        if self._send({"op": "more", "modules": modules}):
+        if self._send(More(modules=tuple(modules))):
             self.spare.has.update(modules)
             self.spare.batches += 1
 
@@ -100,13 +109,8 @@ class ForkServer:
             self._count += 1
             number = self._count
             asked = self._asked[number] = Future()
-        message = {
-            "op": "fork",
-            "id": number,
-            "job": job_file,
-            "env": dict(env),
-            "unset": [k for k in self.env if k not in env],
-        }
+        unset = tuple(k for k in self.env if k not in env)
+        message = Fork(id=number, job=job_file, env=dict(env), unset=unset)
         try:
             sent = self._send(message, write_end)
         finally:
@@ -129,11 +133,9 @@ class ForkServer:
             raise
         return child, read_end
 
-    def _send(self, message: dict[str, Any], fd: int | None = None) -> bool:
-        data = json.dumps(message).encode()
-        assert len(data) < MESSAGE_MAX
+    def _send(self, message: Control, fd: int | None = None) -> bool:
         try:
-            socket.send_fds(self.control, [data], [] if fd is None else [fd])
+            socket.send_fds(self.control, [encode(message)], [] if fd is None else [fd])
         except OSError:
             return False
         return True
@@ -147,23 +149,26 @@ class ForkServer:
                 data = b""
             if not data:
                 break
-            message = json.loads(data)
-            op = message["op"]
+            try:
+                message = decode(data)
+            except WireError as err:  # never the reader's end: later forks are still heard
+                log.warning("hpsearch: the fork server said what is not ours: %s", err)
+                continue
             with self._lock:
-                if op == "forked":  # registered here, before its `exited` can be read: a
-                    # job that ends before fork() has its answer is still the one that ends
-                    asked = self._asked.pop(message["id"], None)
+                if isinstance(message, Forked):  # registered here, before its `exited` can be
+                    # read: a job that ends before fork() has its answer is still the one that ends
+                    asked = self._asked.pop(message.id, None)
                     if asked is None:  # answered after fork() gave up: never run it twice
-                        _kill_tree(message["pid"])
+                        _kill_tree(message.pid)
                         continue
-                    child = self._children[message["pid"]] = ForkedProcess(message["pid"])
+                    child = self._children[message.pid] = ForkedProcess(message.pid)
                     asked.set_result(child)
-                elif op == "refused":  # one fork() gave up on is dropped (the job runs cold)
-                    refused = self._asked.pop(message["id"], None)
+                elif isinstance(message, Refused):  # dropped if fork() gave up (it runs cold)
+                    refused = self._asked.pop(message.id, None)
                     if refused is not None:
-                        refused.set_exception(ForkRefused(message["why"]))
-                elif op == "exited" and message["pid"] in self._children:
-                    self._children.pop(message["pid"]).ended(message["code"])
+                        refused.set_exception(ForkRefused(message.why))
+                elif isinstance(message, Exited) and message.pid in self._children:
+                    self._children.pop(message.pid).ended(message.code)
         self._orphaned()
 
     def _orphaned(self) -> None:

@@ -22,9 +22,9 @@ import psutil
 
 from ..outcome import Ending, Outcome, outcome_of
 from .backend import JobSpec, last_error_line
-from .fork_server import STARTED
 from .forked import FORK_READY_S
 from .spare import Preloads, Spare, StatusReader
+from .wire import Said
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
 STATUS_POLL_S = 1.0  # a job's watcher wakes so often to see whether its process has ended
@@ -101,7 +101,7 @@ class LocalHandle:
             while True:
                 lines = self.status.lines(STATUS_POLL_S)
                 for line in lines or ():
-                    if line == STARTED:
+                    if line.said is Said.STARTED:
                         self.ready_by = None
                     else:
                         self.preloads.heard(line, self.spare)

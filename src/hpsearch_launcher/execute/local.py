@@ -32,14 +32,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import cloudpickle
-
 from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
-from .child import BOOT, MORE
+from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
 from .forked import FORK_READY_S, ForkRefused, ForkServer
 from .job_process import KILL_WAIT_S, LocalHandle, end_trees, hand_over, signal_tree
 from .spare import Preloads, Spare, StatusReader
+from .wire import Said, Ticket, job_line, more_line
 
 MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
 log = logging.getLogger("hpsearch.launcher")
@@ -79,18 +78,15 @@ class LocalBackend:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
         result = stem.with_suffix(".out")
         job_file = stem.with_suffix(".pkl")
-        job_file.write_bytes(
-            cloudpickle.dumps(
-                {
-                    "config": spec.payload,  # pickled once, by the sweep: unpickled by the job
-                    "stdout": spec.stdout_path,
-                    "stderr": spec.stderr_path,
-                    "result": str(result),
-                    "subdir": spec.subdir,
-                }
-            )
+        ticket = Ticket(
+            config=spec.payload,  # pickled once, by the sweep: unpickled by the job
+            stdout=spec.stdout_path,
+            stderr=spec.stderr_path,
+            subdir=spec.subdir,
+            result=str(result),
         )
-        message = f"{job_file}\n".encode()
+        job_file.write_bytes(ticket.to_bytes())
+        message = job_line(str(job_file))
 
         def cold() -> tuple[subprocess.Popen[bytes], StatusReader]:
             proc, status = self._spawn(env, spec.stderr_path, [])
@@ -157,7 +153,7 @@ class LocalBackend:
         """Have a waiting spare import `modules` too (learned since it was made)."""
         assert spare.proc.stdin is not None
         try:
-            spare.proc.stdin.write(f"{MORE}{json.dumps(modules)}\n".encode())
+            spare.proc.stdin.write(more_line(modules))
             spare.proc.stdin.flush()
         except OSError:  # it died: the next prepare drops it
             return
@@ -308,13 +304,12 @@ class LocalBackend:
             code = server.spare.proc.poll()
             lines = server.spare.status.lines() if code is None else None
             for line in lines or ():
-                word, _, rest = line.partition(" ")
-                if word == "threads":
-                    server.threads = int(rest)
-                    log.debug("hpsearch: the fork server has %s threads", rest)
+                if line.said is Said.THREADS:
+                    server.threads = line.threads
+                    log.debug("hpsearch: the fork server has %d threads", line.threads)
                 else:
                     self.preloads.heard(line, server.spare)
-                if word == "ready" and self._holds_gpu(server.spare.proc.pid):
+                if line.said is Said.READY and self._holds_gpu(server.spare.proc.pid):
                     self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
             if code is not None:
                 self.preloads.died(server.spare, code)

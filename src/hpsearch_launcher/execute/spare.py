@@ -1,5 +1,6 @@
 """A warm spare as the sweep sees it, and what its processes tell the sweep on their status
-pipe (see execute.child): the lines read, and the preload plan they feed (plan.preload).
+pipe (execute.wire's `StatusLine`s, sent by execute.child_status): the lines read, and the
+preload plan they feed (plan.preload).
 
 The plan is shared by the sweep's loop (which makes and checks spares) and the threads that
 watch running jobs (which hear what the jobs import): its updates hold a lock.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan.preload import PreloadPlan
+from .wire import Said, StatusLine, WireError, parse_status
 
 log = logging.getLogger("hpsearch.launcher")
 # A process importing one module ahead of its job longer than this (s) is replaced by a fresh
@@ -25,13 +27,15 @@ PRELOAD_BOUND_S = float(os.environ.get("HPSEARCH_PRELOAD_TIMEOUT", "120"))
 
 
 class StatusReader:
-    """The sweep's end of a process's status pipe: whole lines, as they come."""
+    """The sweep's end of a process's status pipe: whole lines, as they come, read. A line that
+    is not one (nothing of ours writes such) is dropped with a warning that names it: what a
+    process says is a hint, never worth a job or the sweep."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._partial = b""
 
-    def lines(self, timeout: float = 0.0) -> list[str] | None:
+    def lines(self, timeout: float = 0.0) -> list[StatusLine] | None:
         """The lines written since the last call, waiting up to `timeout` s for any; None once
         the pipe is closed (the process ended, or closed it) or was closed here."""
         if self.fd < 0:
@@ -44,7 +48,13 @@ class StatusReader:
             self.close()
             return None
         *whole, self._partial = (self._partial + data).split(b"\n")
-        return [line.decode(errors="replace") for line in whole]
+        read = []
+        for line in whole:
+            try:
+                read.append(parse_status(line.decode(errors="replace")))
+            except WireError as err:
+                log.warning("hpsearch: a process's status pipe: %s", err)
+        return read
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -74,26 +84,25 @@ class Preloads:
         with self._lock:
             return self.plan.modules()
 
-    def heard(self, line: str, spare: Spare | None = None) -> None:
+    def heard(self, line: StatusLine, spare: Spare | None = None) -> None:
         """One status line from a spare (`spare`) or a job's process (None)."""
-        word, _, rest = line.partition(" ")
-        log.debug("hpsearch: %s: %s", "a spare" if spare else "a job", line)
-        if word == "imported":
+        said = line.said
+        log.debug("hpsearch: %s: %s", "a spare" if spare else "a job", line.format())
+        if said is Said.IMPORTED:
             with self._lock:
-                self.plan.learn(rest.split())
-        elif word == "ready" and spare is not None:
+                self.plan.learn(list(line.modules))
+        elif said is Said.READY and spare is not None:
             spare.batches -= 1
-        elif word == "preloading" and spare is not None:
-            spare.importing = (rest, time.monotonic())
-        elif word in ("preloaded", "failed"):
-            name, _, detail = rest.partition(" ")
+        elif said is Said.PRELOADING and spare is not None:
+            spare.importing = (line.name, time.monotonic())
+        elif said in (Said.PRELOADED, Said.FAILED):
             if spare is not None:
                 spare.importing = None
-            if word == "failed":
-                self.drop(name, f"failed in a waiting process ({detail})")
+            if said is Said.FAILED:
+                self.drop(line.name, f"failed in a waiting process ({line.why})")
             else:
                 with self._lock:
-                    self.plan.imported(name, float(detail))
+                    self.plan.imported(line.name, line.seconds)
 
     def drop(self, name: str, why: str) -> None:
         with self._lock:
