@@ -23,8 +23,8 @@ from conftest import PROBE, Runner, read_records, simulated_gpus_env, wait_no_ta
 
 from hpsearch_launcher import contract
 from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, Retry, retry_kind
-from hpsearch_launcher.execute.ray import _lost, gpu_fraction, write_mark
-from hpsearch_launcher.execute.ray_worker import node_env, sweep_dir_problem
+from hpsearch_launcher.execute.ray import _lost, gpu_fraction
+from hpsearch_launcher.execute.remote import node_env, sweep_dir_problem, write_mark
 from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
 from hpsearch_launcher.plan.slots import device_label

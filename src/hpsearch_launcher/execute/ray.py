@@ -18,7 +18,6 @@ import logging
 import math
 import os
 import re
-import secrets
 import shutil
 import signal
 import time
@@ -31,17 +30,16 @@ from typing import Any
 import cloudpickle
 
 from .. import contract
-from ..atomic import write_text_atomic
 from ..outcome import Ending, Outcome, outcome_of
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
 from .backend import EnvKey, Execution, JobHandle, JobSpec, last_error_line, sweep_sys_path
 from .job_process import file_tail
 from .ray_worker import run_on_node
+from .remote import write_mark
 
 log = logging.getLogger("hpsearch.launcher")
 
-MARK = ".hpsearch-sweep"  # in the sweep dir: a node that cannot read it does not share it
 END_WAIT_S = 10.0  # after ray.cancel(force=True), how long to wait for the tasks to be gone
 RAY_DEVICE = "ray:"  # the sweep's slot groups on a GPU cluster: "ray:0" .. one per GPU
 # Variables Ray sets per task itself (the GPUs it assigned), or meaningless off this machine.
@@ -307,11 +305,3 @@ def connect(settings: LauncherSettings) -> None:
             f"hydra.launcher.ray.init={dict(settings.ray.init)}: Ray did not start "
             f"({type(err).__name__}: {_first_line(err)})"
         ) from err
-
-
-def write_mark(sweep_dir: Path) -> tuple[str, str]:
-    """A file only this sweep wrote, in its sweep dir: a node that reads it shares the dir."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    path, token = sweep_dir / MARK, secrets.token_hex(16)
-    write_text_atomic(path, token)
-    return os.path.abspath(path), token  # as the user named it: other nodes mount that path

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import cloudpickle
 
 from .. import contract, nvml
-from ..atomic import write_json_atomic
 from ..outcome import TaskEnd, TaskResult
-from ..record.reports import reported_peak_mb
+from .remote import PeakMeter, node_env, sweep_dir_problem
 
 
 def run_on_node(
@@ -57,93 +55,3 @@ def run_on_node(
         if meter is not None:
             meter.record(Path(job["stderr"]).parent / contract.GPU_PEAK_FILE)
     return where, result_bytes(result)
-
-
-class PeakMeter:
-    """The most GPU memory this worker's process tree holds on `gpu` while its job runs, as
-    this node's NVML sees it (the sweep cannot ask another machine's NVML)."""
-
-    def __init__(self, gpu: str, period_s: float = 0.5) -> None:
-        self.gpu, self.period_s, self.peak = gpu, period_s, 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="hpsearch-peak", daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        import psutil
-
-        me = psutil.Process()
-        while True:
-            try:
-                pids = [me.pid, *(c.pid for c in me.children(recursive=True))]
-            except psutil.Error:
-                pids = [me.pid]
-            memory = nvml.nvml_memory(self.gpu, pids)
-            if memory is not None:
-                self.peak = max(self.peak, memory.ours)
-            if self._done.wait(self.period_s):
-                return
-
-    def record(self, path: Path) -> None:
-        """Stop; write the peak and the job's cap beside its reports (the task's own word on
-        its peak, if it gave one there, counts if larger)."""
-        self._done.set()
-        self._thread.join(timeout=5)
-        peak = max(self.peak, reported_peak_mb(path))
-        cap = os.environ.get(contract.MEMORY_LIMIT_MB)
-        data: dict[str, int] = {"peak_mb": peak} if peak else {}
-        if cap:
-            data["cap_mb"] = int(cap)
-        if data:
-            write_json_atomic(path, data)
-
-
-def node_env(
-    env: Mapping[str, str], gpus: Sequence[str], total_mb: Callable[[str], int | None]
-) -> dict[str, str]:
-    """The job's environment on its node: the sweep's, plus the GPU Ray assigned and, where
-    this node's NVML knows that GPU's size, the job's cap in MB. Without a GPU, CUDA sees none
-    (Ray leaves CUDA_VISIBLE_DEVICES alone for a task that asked for no GPU)."""
-    env = dict(env)
-    if not gpus:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        return env
-    env[contract.GPU_ID] = ",".join(gpus)
-    fraction = env.get(contract.MEMORY_FRACTION)
-    total = total_mb(gpus[0]) if fraction else None
-    if fraction and total is not None:
-        env[contract.MEMORY_LIMIT_MB] = str(contract.memory_limit_mb(float(fraction), total))
-    return env
-
-
-def sweep_dir_problem(mark: tuple[str, str], stderr_path: str, cwd: str) -> str:
-    """Why this node cannot run a job of the sweep ("" if it can): it has no directory `cwd`
-    (where the sweep started: the job works there, as a local job does, so relative paths
-    mean the same), does not see the sweep dir the sweep wrote its mark in, or cannot write
-    the job's log there. On success the process is in `cwd`."""
-    try:
-        os.chdir(cwd)
-    except OSError as err:
-        return (
-            f"this node has no directory {cwd}, where the sweep started ({err.strerror}): "
-            "relative paths (hydra.sweep.dir, data files) would mean something else here; "
-            "start the sweep from a directory every node mounts at the same path"
-        )
-    path, token = mark
-    try:
-        seen = Path(path).read_text()
-    except OSError as err:
-        seen = f"<{type(err).__name__}>"
-    if seen != token:
-        state = "missing" if seen.startswith("<") else "another sweep's"
-        return (
-            f"this node does not see the sweep dir {Path(path).parent} (the sweep's mark file "
-            f"{Path(path).name} is {state} here): put hydra.sweep.dir on a filesystem every "
-            "node mounts at the same path"
-        )
-    try:
-        with open(stderr_path, "a"):
-            pass
-    except OSError as err:
-        return f"this node cannot write the job's log {stderr_path}: {err}"
-    return ""
