@@ -39,9 +39,9 @@ from hpsearch.report_panels import (
     MAX_LISTED_FAILURES,
     draw_marginal,
     draw_no_finished,
-    draw_parallel,
     y_limits,
 )
+from hpsearch.report_parallel import draw_parallel
 from hpsearch.report_scatter import draw_scatter
 from hpsearch_launcher.results import (
     DONE,
