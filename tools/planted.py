@@ -136,8 +136,8 @@ ISSUE_30 = (
         ("tests/test_preload_auto.py::test_what_a_job_imports_last_is_told_as_its_task_returns",),
     ),
     Planted(
-        "preload: a killing import kept (local)",
-        "execute/local.py",
+        "preload: a killing import kept (spare pool)",
+        "execute/spare_pool.py",
         "self.preloads.died(spare, code)",
         "pass",
         SPARE_DIED,

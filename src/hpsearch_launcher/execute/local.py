@@ -18,7 +18,6 @@ config can never block the sweep on a full pipe, and a result is read only once 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -36,11 +35,11 @@ from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
 from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
 from .forked import FORK_READY_S, ForkRefused, ForkServer
-from .job_process import KILL_WAIT_S, LocalHandle, end_trees, hand_over, signal_tree
+from .job_process import LocalHandle, end_trees, hand_over, signal_tree
 from .spare import Preloads, Spare, StatusReader
-from .wire import Said, Ticket, job_line, more_line
+from .spare_pool import SparePool
+from .wire import Said, Ticket, job_line
 
-MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
 log = logging.getLogger("hpsearch.launcher")
 
 
@@ -62,12 +61,8 @@ class LocalBackend:
         self.sys_path = json.dumps(sweep_sys_path())
         # None: `preload: auto`.
         self.preloads = Preloads(None if preload is None else tuple(preload))
-        # Spares importing at once: more would slow the jobs that are still importing (the
-        # first round, on a box with few cores) more than it gains.
-        self.max_preparing = max_preparing
-        self.spares: dict[EnvKey, list[Spare]] = {}
-        self._made = 0  # spares made so far: names their logs
-        self._deaths: dict[EnvKey, int] = {}  # spares that died waiting, per environment
+        self.spares = SparePool(self.dir, self.preloads, max_preparing, self._spawn)
+        self._made = 0  # fork servers made so far: names their logs
         # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
         self.forking = fork
         self.server: ForkServer | None = None
@@ -96,7 +91,7 @@ class LocalBackend:
         forked = self._fork(spec, job_file, result, env, cold)
         if forked is not None:
             return forked
-        spare = self._take_spare(env)
+        spare = self.spares.take(env_key(env))
         if spare is not None:
             try:
                 hand_over(spare.proc, message)
@@ -104,7 +99,7 @@ class LocalBackend:
                     spare.proc, spec, result, spare.status, self.preloads, spare, cold
                 )
             except OSError:  # it died between the check and the hand-over: a cold one instead
-                self._kill(spare)
+                self.spares.kill(spare)
         proc, status = cold()
         return LocalHandle(proc, spec, result, status, self.preloads)
 
@@ -117,85 +112,7 @@ class LocalBackend:
         if self.forking:
             self._prepare_server(wanted)
             return
-        ready: dict[int, bool] = {}
-        for key in list(self.spares):
-            alive = []
-            for spare in self.spares[key]:
-                if self._alive(spare, key) and self.preloads.stuck(spare):
-                    self._kill(spare)
-                elif spare.proc.returncode is None:
-                    alive.append(spare)
-            count = wanted[key][1] if key in wanted else 0
-            for spare in alive[count:]:
-                self._kill(spare)
-            self.spares[key] = alive[:count]
-            ready.update((id(s), self.preloads.read(s)) for s in self.spares[key])
-        budget = self.max_preparing - sum(not r for r in ready.values())
-        modules = self.preloads.modules()
-        for spares in self.spares.values():
-            for spare in spares:
-                missing = [m for m in modules if m not in spare.has]
-                if missing and (budget > 0 or not ready[id(spare)]):
-                    budget -= ready[id(spare)]
-                    self._ask_more(spare, missing)
-        for key, (env, count) in wanted.items():
-            have = self.spares.setdefault(key, [])
-            if self._deaths.get(key, 0) >= MAX_SPARE_DEATHS:
-                continue  # they die at start: that slot's jobs start cold, and meet the error
-            while len(have) < count and budget > 0:
-                budget -= 1
-                self._made += 1
-                path = self.dir / f"spare-{self._made}.log"
-                proc, status = self._spawn(env, str(path), modules)
-                have.append(Spare(proc, path, status, set(modules)))
-
-    def _ask_more(self, spare: Spare, modules: list[str]) -> None:
-        """Have a waiting spare import `modules` too (learned since it was made)."""
-        assert spare.proc.stdin is not None
-        try:
-            spare.proc.stdin.write(more_line(modules))
-            spare.proc.stdin.flush()
-        except OSError:  # it died: the next prepare drops it
-            return
-        spare.has.update(modules)
-        spare.batches += 1
-
-    def _take_spare(self, env: Mapping[str, str]) -> Spare | None:
-        key = env_key(env)
-        spares = self.spares.get(key, [])
-        while spares:
-            spare = spares.pop(0)
-            if self._alive(spare, key):
-                self.preloads.read(spare)  # what it imports now: its job's watcher goes on
-                return spare
-        return None
-
-    def _alive(self, spare: Spare, key: EnvKey) -> bool:
-        code = spare.proc.poll()
-        if code is None:
-            return True
-        self._deaths[key] = self._deaths.get(key, 0) + 1
-        self.preloads.died(spare, code)  # importing a module ahead: that one goes
-        how = f"exit status {code}" if code >= 0 else f"signal {-code}"
-        log.warning(
-            "hpsearch: a spare process (pid %d) died while waiting for a job (%s); "
-            "it is replaced, and no job was given to it: see %s",
-            spare.proc.pid,
-            how,
-            spare.log,
-        )
-        spare.status.close()
-        return False
-
-    def _kill(self, spare: Spare) -> None:
-        """A spare has no job to lose: killed at once, its whole group."""
-        spare.status.close()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(spare.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            spare.proc.wait(timeout=KILL_WAIT_S)
-        if spare.proc.stdin is not None:
-            spare.proc.stdin.close()
+        self.spares.refill(wanted)
 
     def _spawn(
         self,
@@ -340,8 +257,5 @@ class LocalBackend:
         if self.server is not None:
             self.server.close()
             self.server = None
-        for spares in self.spares.values():
-            for spare in spares:
-                self._kill(spare)
-        self.spares.clear()
+        self.spares.close()
         shutil.rmtree(self.dir, ignore_errors=True)
