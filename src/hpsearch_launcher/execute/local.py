@@ -19,7 +19,6 @@ config can never block the sweep on a full pipe, and a result is read only once 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -27,20 +26,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
 from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
-from .forked import FORK_READY_S, ForkRefused, ForkServer
+from .forking import Forking
 from .job_process import LocalHandle, end_trees, hand_over, signal_tree
-from .spare import Preloads, Spare, StatusReader
+from .spare import Preloads, StatusReader
 from .spare_pool import SparePool
-from .wire import Said, Ticket, job_line
-
-log = logging.getLogger("hpsearch.launcher")
+from .wire import Ticket, job_line
 
 
 class LocalBackend:
@@ -62,12 +58,7 @@ class LocalBackend:
         # None: `preload: auto`.
         self.preloads = Preloads(None if preload is None else tuple(preload))
         self.spares = SparePool(self.dir, self.preloads, max_preparing, self._spawn)
-        self._made = 0  # fork servers made so far: names their logs
-        # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
-        self.forking = fork
-        self.server: ForkServer | None = None
-        self._holds_gpu = holds_gpu  # NVML: whether a process holds a CUDA context
-        self._fork_failure: str | None = None  # a job's watcher saw a forked process fail
+        self.forking = Forking(self.dir, self.preloads, self._spawn, fork, holds_gpu)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
@@ -88,7 +79,7 @@ class LocalBackend:
             hand_over(proc, message)
             return proc, status
 
-        forked = self._fork(spec, job_file, result, env, cold)
+        forked = self.forking.fork(spec, job_file, result, env, cold)
         if forked is not None:
             return forked
         spare = self.spares.take(env_key(env))
@@ -108,9 +99,9 @@ class LocalBackend:
         dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
         made, waiting ones asked for the modules learned since they were made. Forking: the
         server instead, made (or kept up to date) while any spare is wanted."""
-        self._check_server()
-        if self.forking:
-            self._prepare_server(wanted)
+        self.forking.check()
+        if self.forking.active:
+            self.forking.prepare(wanted)
             return
         self.spares.refill(wanted)
 
@@ -159,103 +150,8 @@ class LocalBackend:
             handle.ending()
         end_trees(ours, grace)
 
-    def _fork(
-        self,
-        spec: JobSpec,
-        job_file: Path,
-        result: Path,
-        env: Mapping[str, str],
-        cold: Callable[[], tuple[subprocess.Popen[bytes], StatusReader]],
-    ) -> LocalHandle | None:
-        """The job's process forked from the server, if it is ready and forking is safe."""
-        self._check_server()
-        server = self.server
-        if not self.forking or server is None or not server.ready():
-            return None
-        try:
-            proc, read_end = server.fork(str(job_file), {**os.environ, **env})
-        except ForkRefused as err:
-            self._fall_back(str(err))
-            return None
-        return LocalHandle(
-            proc,
-            spec,
-            result,
-            StatusReader(read_end),
-            self.preloads,
-            cold=cold,
-            ready_by=time.monotonic() + FORK_READY_S,
-            on_fork_failure=self._fork_failed,
-        )
-
-    def _prepare_server(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
-        """Make the server once a process ahead is wanted (with the first such environment:
-        each child sets its own); hear what it says; have it import what was learned."""
-        modules = self.preloads.modules()
-        server = self.server
-        if server is None:
-            envs = [env for env, count in wanted.values() if count > 0]
-            if envs:
-                control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                self._made += 1
-                path = self.dir / f"fork-server-{self._made}.log"
-                try:
-                    proc, status = self._spawn(envs[0], str(path), modules, theirs)
-                finally:
-                    theirs.close()
-                spare = Spare(proc, path, status, set(modules))
-                self.server = ForkServer(spare, control, {**os.environ, **envs[0]})
-            return
-        missing = [m for m in modules if m not in server.spare.has]
-        if missing and server.ready():
-            server.ask_more(missing)
-
-    def _check_server(self) -> None:
-        """Take in what the server said; fall back to spawned spares (one warning) if it died,
-        hangs in an import, holds a CUDA context, or a forked process failed to start. Once
-        fallen back, the server ends when the last of its children has."""
-        server = self.server
-        if server is None:
-            return
-        if self.forking:
-            code = server.spare.proc.poll()
-            lines = server.spare.status.lines() if code is None else None
-            for line in lines or ():
-                if line.said is Said.THREADS:
-                    server.threads = line.threads
-                    log.debug("hpsearch: the fork server has %d threads", line.threads)
-                else:
-                    self.preloads.heard(line, server.spare)
-                if line.said is Said.READY and self._holds_gpu(server.spare.proc.pid):
-                    self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
-            if code is not None:
-                self.preloads.died(server.spare, code)
-                self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")
-            elif self.preloads.stuck(server.spare):
-                self._fall_back("the fork server hangs in an import ahead")
-            elif self._fork_failure is not None:
-                self._fall_back(self._fork_failure)
-        if not self.forking and not server.busy():
-            server.close()
-            self.server = None
-
-    def _fork_failed(self, why: str) -> None:
-        """From a job's watcher: a forked process did not start (it then runs cold)."""
-        self._fork_failure = self._fork_failure or why
-
-    def _fall_back(self, why: str) -> None:
-        if self.forking:
-            self.forking = False
-            log.warning(
-                "hpsearch: warm_start=fork: not forking: %s; the sweep goes on with spawned "
-                "spares (warm_start=spawn)",
-                why,
-            )
-
     def close(self) -> None:
         """Kill the spares nobody used, and the fork server; remove the backend's files."""
-        if self.server is not None:
-            self.server.close()
-            self.server = None
+        self.forking.close()
         self.spares.close()
         shutil.rmtree(self.dir, ignore_errors=True)
