@@ -86,7 +86,7 @@ def test_a_learned_module_that_fails_or_hangs_ahead_never_harms_a_job(
 def dying_spare(
     env: object, early_log: str, preload: list[str]
 ) -> tuple[subprocess.Popen, StatusReader]:
-    """Stands in for LocalBackend._spawn: a real process that says it imported the first of
+    """Stands in for SparePool.spawn: a real process that says it imported the first of
     `preload` ahead, says it is importing the last, and is killed by it (SIGKILL)."""
     read_end, write_end = os.pipe()
     said = f"preloading {preload[0]}\npreloaded {preload[0]} 1.0\npreloading {preload[-1]}\n"
@@ -107,17 +107,18 @@ def test_a_module_whose_import_killed_a_waiting_spare_is_dropped(
     """A spare dies importing `killer` ahead while it waits: found dead (what it said last
     read first), it is replaced, and `killer` is dropped, or every next spare would die on it."""
     backend = LocalBackend(b"", preload=None)
-    monkeypatch.setattr(backend, "_spawn", dying_spare)
+    monkeypatch.setattr(backend.spares, "spawn", dying_spare)
     backend.preloads.heard(parse_status("imported numpy killer"))  # what a job was seen to import
     env = {"CUDA_VISIBLE_DEVICES": "0"}
     wanted = {env_key(env): (env, 1)}
     try:
         backend.prepare(wanted)
-        (spare,) = backend.spares[env_key(env)]
+        (spare,) = backend.spares.waiting(env_key(env))
         spare.proc.wait()
         backend.prepare(wanted)  # finds it dead: replaced
         assert backend.preloads.modules() == ["numpy"]
-        assert backend.spares[env_key(env)] and backend.spares[env_key(env)][0] is not spare
+        (replaced,) = backend.spares.waiting(env_key(env))
+        assert replaced is not spare
     finally:
         backend.close()
 

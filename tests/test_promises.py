@@ -19,7 +19,7 @@ from hpsearch_launcher.execute.spare import StatusReader
 
 
 class SpareStandIn:
-    """Stands in for LocalBackend._spawn: a real process that waits (so killing it is real)
+    """Stands in for SparePool.spawn: a real process that waits (so killing it is real)
     but never imports anything; the test says when each is ready, writing to its status pipe,
     as a spare does once its imports are done."""
 
@@ -36,7 +36,7 @@ class SpareStandIn:
             ["sleep", "600"],
             env=self.runner.env(),
             stdin=subprocess.PIPE,
-            start_new_session=True,  # as a real spare: its own group, which _kill ends
+            start_new_session=True,  # as a real spare: its own group, which SparePool.kill ends
         )
         return proc, StatusReader(read_end)
 
@@ -67,7 +67,7 @@ def test_at_most_max_preparing_spares_import_at_once(
     would slow the jobs still importing (found necessary on 2 cores). A spare that is ready
     frees its place in the budget for the next one."""
     backend = LocalBackend(b"", max_preparing=budget)
-    monkeypatch.setattr(backend, "_spawn", spare_stand_in)
+    monkeypatch.setattr(backend.spares, "spawn", spare_stand_in)
     gpu0, gpu1 = {"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}
     wanted = {env_key(gpu0): (gpu0, 2), env_key(gpu1): (gpu1, 2)}  # 4 spares, 2 per GPU
     try:
@@ -79,7 +79,7 @@ def test_at_most_max_preparing_spares_import_at_once(
             spare_stand_in.ready(readied - 1)
             backend.prepare(wanted)
             assert spare_stand_in.made == budget + readied  # one more each time, not all
-        assert sorted(len(spares) for spares in backend.spares.values()) == [2, 2]
+        assert [len(backend.spares.waiting(key)) for key in wanted] == [2, 2]
     finally:
         backend.close()
 

@@ -23,7 +23,8 @@ from conftest import PROBE, Runner, read_records, simulated_gpus_env, wait_no_ta
 
 from hpsearch_launcher import contract
 from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, Retry, retry_kind
-from hpsearch_launcher.execute.ray import _lost, gpu_fraction
+from hpsearch_launcher.execute.ray import gpu_fraction
+from hpsearch_launcher.execute.ray_handle import node_lost
 from hpsearch_launcher.execute.remote import node_env, sweep_dir_problem, write_mark
 from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
@@ -111,7 +112,7 @@ def test_node_died_error_keeps_the_node_and_drops_rays_advice() -> None:
         "10.0.0.7, node ID: 44df68e1697a5a40b8877d92097b96edc99f. This can happen if the node "
         "was preempted, had a hardware failure, or its raylet crashed unexpectedly."
     )
-    lost = _lost(err)
+    lost = node_lost(err)
     assert lost.ending is Ending.LOST
     assert (
         lost.detail

@@ -18,9 +18,7 @@ config can never block the sweep on a full pipe, and a result is read only once 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import shutil
 import signal
@@ -28,20 +26,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
 from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
-from .forked import FORK_READY_S, ForkRefused, ForkServer
-from .job_process import KILL_WAIT_S, LocalHandle, end_trees, hand_over, signal_tree
-from .spare import Preloads, Spare, StatusReader
-from .wire import Said, Ticket, job_line, more_line
-
-MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
-log = logging.getLogger("hpsearch.launcher")
+from .forking import Forking
+from .job_process import LocalHandle, end_trees, hand_over, signal_tree
+from .spare import Preloads, StatusReader
+from .spare_pool import SparePool
+from .wire import Ticket, job_line
 
 
 class LocalBackend:
@@ -62,17 +57,8 @@ class LocalBackend:
         self.sys_path = json.dumps(sweep_sys_path())
         # None: `preload: auto`.
         self.preloads = Preloads(None if preload is None else tuple(preload))
-        # Spares importing at once: more would slow the jobs that are still importing (the
-        # first round, on a box with few cores) more than it gains.
-        self.max_preparing = max_preparing
-        self.spares: dict[EnvKey, list[Spare]] = {}
-        self._made = 0  # spares made so far: names their logs
-        self._deaths: dict[EnvKey, int] = {}  # spares that died waiting, per environment
-        # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
-        self.forking = fork
-        self.server: ForkServer | None = None
-        self._holds_gpu = holds_gpu  # NVML: whether a process holds a CUDA context
-        self._fork_failure: str | None = None  # a job's watcher saw a forked process fail
+        self.spares = SparePool(self.dir, self.preloads, max_preparing, self._spawn)
+        self.forking = Forking(self.dir, self.preloads, self._spawn, fork, holds_gpu)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
@@ -93,10 +79,10 @@ class LocalBackend:
             hand_over(proc, message)
             return proc, status
 
-        forked = self._fork(spec, job_file, result, env, cold)
+        forked = self.forking.fork(spec, job_file, result, env, cold)
         if forked is not None:
             return forked
-        spare = self._take_spare(env)
+        spare = self.spares.take(env_key(env))
         if spare is not None:
             try:
                 hand_over(spare.proc, message)
@@ -104,7 +90,7 @@ class LocalBackend:
                     spare.proc, spec, result, spare.status, self.preloads, spare, cold
                 )
             except OSError:  # it died between the check and the hand-over: a cold one instead
-                self._kill(spare)
+                self.spares.kill(spare)
         proc, status = cold()
         return LocalHandle(proc, spec, result, status, self.preloads)
 
@@ -113,89 +99,11 @@ class LocalBackend:
         dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
         made, waiting ones asked for the modules learned since they were made. Forking: the
         server instead, made (or kept up to date) while any spare is wanted."""
-        self._check_server()
-        if self.forking:
-            self._prepare_server(wanted)
+        self.forking.check()
+        if self.forking.active:
+            self.forking.prepare(wanted)
             return
-        ready: dict[int, bool] = {}
-        for key in list(self.spares):
-            alive = []
-            for spare in self.spares[key]:
-                if self._alive(spare, key) and self.preloads.stuck(spare):
-                    self._kill(spare)
-                elif spare.proc.returncode is None:
-                    alive.append(spare)
-            count = wanted[key][1] if key in wanted else 0
-            for spare in alive[count:]:
-                self._kill(spare)
-            self.spares[key] = alive[:count]
-            ready.update((id(s), self.preloads.read(s)) for s in self.spares[key])
-        budget = self.max_preparing - sum(not r for r in ready.values())
-        modules = self.preloads.modules()
-        for spares in self.spares.values():
-            for spare in spares:
-                missing = [m for m in modules if m not in spare.has]
-                if missing and (budget > 0 or not ready[id(spare)]):
-                    budget -= ready[id(spare)]
-                    self._ask_more(spare, missing)
-        for key, (env, count) in wanted.items():
-            have = self.spares.setdefault(key, [])
-            if self._deaths.get(key, 0) >= MAX_SPARE_DEATHS:
-                continue  # they die at start: that slot's jobs start cold, and meet the error
-            while len(have) < count and budget > 0:
-                budget -= 1
-                self._made += 1
-                path = self.dir / f"spare-{self._made}.log"
-                proc, status = self._spawn(env, str(path), modules)
-                have.append(Spare(proc, path, status, set(modules)))
-
-    def _ask_more(self, spare: Spare, modules: list[str]) -> None:
-        """Have a waiting spare import `modules` too (learned since it was made)."""
-        assert spare.proc.stdin is not None
-        try:
-            spare.proc.stdin.write(more_line(modules))
-            spare.proc.stdin.flush()
-        except OSError:  # it died: the next prepare drops it
-            return
-        spare.has.update(modules)
-        spare.batches += 1
-
-    def _take_spare(self, env: Mapping[str, str]) -> Spare | None:
-        key = env_key(env)
-        spares = self.spares.get(key, [])
-        while spares:
-            spare = spares.pop(0)
-            if self._alive(spare, key):
-                self.preloads.read(spare)  # what it imports now: its job's watcher goes on
-                return spare
-        return None
-
-    def _alive(self, spare: Spare, key: EnvKey) -> bool:
-        code = spare.proc.poll()
-        if code is None:
-            return True
-        self._deaths[key] = self._deaths.get(key, 0) + 1
-        self.preloads.died(spare, code)  # importing a module ahead: that one goes
-        how = f"exit status {code}" if code >= 0 else f"signal {-code}"
-        log.warning(
-            "hpsearch: a spare process (pid %d) died while waiting for a job (%s); "
-            "it is replaced, and no job was given to it: see %s",
-            spare.proc.pid,
-            how,
-            spare.log,
-        )
-        spare.status.close()
-        return False
-
-    def _kill(self, spare: Spare) -> None:
-        """A spare has no job to lose: killed at once, its whole group."""
-        spare.status.close()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(spare.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            spare.proc.wait(timeout=KILL_WAIT_S)
-        if spare.proc.stdin is not None:
-            spare.proc.stdin.close()
+        self.spares.refill(wanted)
 
     def _spawn(
         self,
@@ -242,106 +150,8 @@ class LocalBackend:
             handle.ending()
         end_trees(ours, grace)
 
-    def _fork(
-        self,
-        spec: JobSpec,
-        job_file: Path,
-        result: Path,
-        env: Mapping[str, str],
-        cold: Callable[[], tuple[subprocess.Popen[bytes], StatusReader]],
-    ) -> LocalHandle | None:
-        """The job's process forked from the server, if it is ready and forking is safe."""
-        self._check_server()
-        server = self.server
-        if not self.forking or server is None or not server.ready():
-            return None
-        try:
-            proc, read_end = server.fork(str(job_file), {**os.environ, **env})
-        except ForkRefused as err:
-            self._fall_back(str(err))
-            return None
-        return LocalHandle(
-            proc,
-            spec,
-            result,
-            StatusReader(read_end),
-            self.preloads,
-            cold=cold,
-            ready_by=time.monotonic() + FORK_READY_S,
-            on_fork_failure=self._fork_failed,
-        )
-
-    def _prepare_server(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
-        """Make the server once a process ahead is wanted (with the first such environment:
-        each child sets its own); hear what it says; have it import what was learned."""
-        modules = self.preloads.modules()
-        server = self.server
-        if server is None:
-            envs = [env for env, count in wanted.values() if count > 0]
-            if envs:
-                control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                self._made += 1
-                path = self.dir / f"fork-server-{self._made}.log"
-                try:
-                    proc, status = self._spawn(envs[0], str(path), modules, theirs)
-                finally:
-                    theirs.close()
-                spare = Spare(proc, path, status, set(modules))
-                self.server = ForkServer(spare, control, {**os.environ, **envs[0]})
-            return
-        missing = [m for m in modules if m not in server.spare.has]
-        if missing and server.ready():
-            server.ask_more(missing)
-
-    def _check_server(self) -> None:
-        """Take in what the server said; fall back to spawned spares (one warning) if it died,
-        hangs in an import, holds a CUDA context, or a forked process failed to start. Once
-        fallen back, the server ends when the last of its children has."""
-        server = self.server
-        if server is None:
-            return
-        if self.forking:
-            code = server.spare.proc.poll()
-            lines = server.spare.status.lines() if code is None else None
-            for line in lines or ():
-                if line.said is Said.THREADS:
-                    server.threads = line.threads
-                    log.debug("hpsearch: the fork server has %d threads", line.threads)
-                else:
-                    self.preloads.heard(line, server.spare)
-                if line.said is Said.READY and self._holds_gpu(server.spare.proc.pid):
-                    self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
-            if code is not None:
-                self.preloads.died(server.spare, code)
-                self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")
-            elif self.preloads.stuck(server.spare):
-                self._fall_back("the fork server hangs in an import ahead")
-            elif self._fork_failure is not None:
-                self._fall_back(self._fork_failure)
-        if not self.forking and not server.busy():
-            server.close()
-            self.server = None
-
-    def _fork_failed(self, why: str) -> None:
-        """From a job's watcher: a forked process did not start (it then runs cold)."""
-        self._fork_failure = self._fork_failure or why
-
-    def _fall_back(self, why: str) -> None:
-        if self.forking:
-            self.forking = False
-            log.warning(
-                "hpsearch: warm_start=fork: not forking: %s; the sweep goes on with spawned "
-                "spares (warm_start=spawn)",
-                why,
-            )
-
     def close(self) -> None:
         """Kill the spares nobody used, and the fork server; remove the backend's files."""
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-        for spares in self.spares.values():
-            for spare in spares:
-                self._kill(spare)
-        self.spares.clear()
+        self.forking.close()
+        self.spares.close()
         shutil.rmtree(self.dir, ignore_errors=True)

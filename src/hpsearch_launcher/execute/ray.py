@@ -17,24 +17,17 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import shutil
-import signal
-import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from .. import contract
-from ..outcome import Ending, Outcome, outcome_of
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
-from .backend import EnvKey, Execution, JobHandle, JobSpec, last_error_line, sweep_sys_path
-from .job_process import file_tail
+from .backend import EnvKey, Execution, JobHandle, JobSpec, sweep_sys_path
+from .ray_handle import RayHandle, first_line
 from .ray_worker import run_on_node
 from .remote import write_mark
 
@@ -44,95 +37,6 @@ END_WAIT_S = 10.0  # after ray.cancel(force=True), how long to wait for the task
 RAY_DEVICE = "ray:"  # the sweep's slot groups on a GPU cluster: "ray:0" .. one per GPU
 # Variables Ray sets per task itself (the GPUs it assigned), or meaningless off this machine.
 _NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
-
-
-class RayHandle:
-    """One submitted task; `outcome` resolves when Ray has its result or its failure."""
-
-    def __init__(self, ref: Any, spec: JobSpec, started_file: Path) -> None:
-        self.ref = ref
-        self.spec = spec
-        self.started_file = started_file  # the worker creates it when the job begins
-        self._started: float | None = None
-        self.outcome: Future[Outcome] = Future()
-        ref.future().add_done_callback(self._resolve)
-
-    def started_at(self) -> float | None:
-        """When the sweep first saw the job's start file (a Ray task may wait in Ray's queue
-        for a place first); on a shared filesystem, a second or so late at worst."""
-        if self._started is None and (self.outcome.done() or self.started_file.exists()):
-            self._started = time.monotonic()
-        return self._started
-
-    def _resolve(self, done: Future[Any]) -> None:
-        try:
-            outcome = self._read(done)
-        except Exception as err:  # never leave the sweep waiting on a future that won't resolve
-            outcome = Outcome(Ending.CRASHED, detail=f"unreadable result: {err!r}")
-        self.outcome.set_result(outcome)
-
-    def _read(self, done: Future[Any]) -> Outcome:
-        from ray import exceptions as rx
-
-        try:
-            where, data = done.result()
-        except rx.TaskCancelledError:
-            return Outcome(Ending.INTERRUPTED, detail="cancelled")
-        except rx.NodeDiedError as err:
-            return _lost(err)
-        except rx.OutOfMemoryError as err:  # Ray's memory monitor killed the worker
-            return Outcome(
-                Ending.KILLED,
-                code=signal.SIGKILL,
-                last_error=f"Ray: {_first_line(err)}",
-                placement=self.placement(),
-            )
-        except rx.WorkerCrashedError:
-            return Outcome(
-                Ending.CRASHED,
-                detail="its Ray worker process died (Ray does not tell the exit status)",
-                last_error=self._err(),
-                placement=self.placement(),
-            )
-        except rx.RayError as err:
-            return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {_first_line(err)}")
-        return outcome_of(cloudpickle.loads(data), self._err, placement=where)
-
-    def _err(self) -> str:
-        return last_error_line(self.log_tail())
-
-    def placement(self) -> str:
-        """Where the job ran, as its worker wrote it at its start ("" if it never began)."""
-        try:
-            return self.started_file.read_text()
-        except OSError:
-            return ""
-
-    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
-        return file_tail(Path(self.spec.stderr_path), max_bytes)
-
-    def pids(self) -> list[int]:
-        return []  # its worker may be on another machine: Ray owns it
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
-
-
-def _lost(err: BaseException) -> Outcome:
-    """Ray's NodeDiedError without its advice: "its node was lost (Node IP: ..., node ID:
-    ...)", placed on that node as far as the message names it."""
-    text = " ".join(str(err).split())
-    found = re.search(r"Node IP: ([^,]+), node ID: (\w+)", text)
-    if found is None:
-        return Outcome(Ending.LOST, detail=f"its node was lost ({_first_line(err)})")
-    ip, node = found.groups()
-    return Outcome(
-        Ending.LOST,
-        detail=f"its node was lost ({found.group(0)})",
-        placement=f"?@{ip}/{node[:8]}",
-    )
 
 
 def gpu_fraction(share: float) -> float:
@@ -296,12 +200,12 @@ def connect(settings: LauncherSettings) -> None:
         if address:
             raise LauncherSettingsError(
                 f"hydra.launcher.ray.address={address!r}: no Ray cluster reached "
-                f"({type(err).__name__}: {_first_line(err)}); start one (ray start --head), "
+                f"({type(err).__name__}: {first_line(err)}); start one (ray start --head), "
                 "set RAY_AUTH_MODE=token if it uses Ray's token authentication (Ray 2.60 "
                 "has it on by default; `auto` finds the token itself), or leave ray.address "
                 "empty for a Ray of the sweep's own"
             ) from err
         raise LauncherSettingsError(
             f"hydra.launcher.ray.init={dict(settings.ray.init)}: Ray did not start "
-            f"({type(err).__name__}: {_first_line(err)})"
+            f"({type(err).__name__}: {first_line(err)})"
         ) from err

@@ -1,0 +1,151 @@
+"""`warm_start: fork` as the local backend sees it: the fork server made once a process ahead
+is wanted, kept up to date with the modules learned, each job's process forked from it while
+that is safe; else one warning and the sweep goes on with spawned spares (execute.spare_pool).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from .backend import JobSpec
+from .forked import FORK_READY_S, ForkRefused, ForkServer
+from .job_process import LocalHandle
+from .spare import Preloads, Spare, StatusReader
+from .spare_pool import Wanted
+from .wire import Said
+
+log = logging.getLogger("hpsearch.launcher")
+
+# A fresh process (LocalBackend's): with the server's end of its control socket, the server.
+ServerSpawn = Callable[
+    [Mapping[str, str], str, list[str], socket.socket],
+    tuple[subprocess.Popen[bytes], StatusReader],
+]
+Cold = Callable[[], tuple[subprocess.Popen[bytes], StatusReader]]
+
+
+class Forking:
+    """The fork server of one sweep, while `active` (warm_start=fork, not yet fallen back)."""
+
+    def __init__(
+        self,
+        dir: Path,
+        preloads: Preloads,
+        spawn: ServerSpawn,
+        active: bool,
+        holds_gpu: Callable[[int], bool],
+    ) -> None:
+        self.dir = dir
+        self.preloads = preloads
+        self.spawn = spawn
+        # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
+        self.active = active
+        self.server: ForkServer | None = None
+        self._made = 0  # fork servers made so far: names their logs
+        self._holds_gpu = holds_gpu  # NVML: whether a process holds a CUDA context
+        self._fork_failure: str | None = None  # a job's watcher saw a forked process fail
+
+    def fork(
+        self,
+        spec: JobSpec,
+        job_file: Path,
+        result: Path,
+        env: Mapping[str, str],
+        cold: Cold,
+    ) -> LocalHandle | None:
+        """The job's process forked from the server, if it is ready and forking is safe."""
+        self.check()
+        server = self.server
+        if not self.active or server is None or not server.ready():
+            return None
+        try:
+            proc, read_end = server.fork(str(job_file), {**os.environ, **env})
+        except ForkRefused as err:
+            self._fall_back(str(err))
+            return None
+        return LocalHandle(
+            proc,
+            spec,
+            result,
+            StatusReader(read_end),
+            self.preloads,
+            cold=cold,
+            ready_by=time.monotonic() + FORK_READY_S,
+            on_fork_failure=self._fork_failed,
+        )
+
+    def prepare(self, wanted: Wanted) -> None:
+        """Make the server once a process ahead is wanted (with the first such environment:
+        each child sets its own); hear what it says; have it import what was learned."""
+        modules = self.preloads.modules()
+        server = self.server
+        if server is None:
+            envs = [env for env, count in wanted.values() if count > 0]
+            if envs:
+                control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                self._made += 1
+                path = self.dir / f"fork-server-{self._made}.log"
+                try:
+                    proc, status = self.spawn(envs[0], str(path), modules, theirs)
+                finally:
+                    theirs.close()
+                spare = Spare(proc, path, status, set(modules))
+                self.server = ForkServer(spare, control, {**os.environ, **envs[0]})
+            return
+        missing = [m for m in modules if m not in server.spare.has]
+        if missing and server.ready():
+            server.ask_more(missing)
+
+    def check(self) -> None:
+        """Take in what the server said; fall back to spawned spares (one warning) if it died,
+        hangs in an import, holds a CUDA context, or a forked process failed to start. Once
+        fallen back, the server ends when the last of its children has."""
+        server = self.server
+        if server is None:
+            return
+        if self.active:
+            code = server.spare.proc.poll()
+            lines = server.spare.status.lines() if code is None else None
+            for line in lines or ():
+                if line.said is Said.THREADS:
+                    server.threads = line.threads
+                    log.debug("hpsearch: the fork server has %d threads", line.threads)
+                else:
+                    self.preloads.heard(line, server.spare)
+                if line.said is Said.READY and self._holds_gpu(server.spare.proc.pid):
+                    self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
+            if code is not None:
+                self.preloads.died(server.spare, code)
+                self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")
+            elif self.preloads.stuck(server.spare):
+                self._fall_back("the fork server hangs in an import ahead")
+            elif self._fork_failure is not None:
+                self._fall_back(self._fork_failure)
+        if not self.active and not server.busy():
+            server.close()
+            self.server = None
+
+    def _fork_failed(self, why: str) -> None:
+        """From a job's watcher: a forked process did not start (it then runs cold)."""
+        self._fork_failure = self._fork_failure or why
+
+    def _fall_back(self, why: str) -> None:
+        if self.active:
+            self.active = False
+            log.warning(
+                "hpsearch: warm_start=fork: not forking: %s; the sweep goes on with spawned "
+                "spares (warm_start=spawn)",
+                why,
+            )
+
+    def close(self) -> None:
+        """End the fork server, if there is one."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None

@@ -1,0 +1,107 @@
+"""The Ray backend's handle on one job: its Ray task, when the job began (its start file on
+the sweep dir), and its end as the sweep's `Outcome`, read from Ray's result or its failure
+(a lost node, Ray's memory monitor, a dead worker, a cancel)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from ..outcome import Ending, Outcome, outcome_of
+from .backend import JobSpec, last_error_line
+from .job_process import file_tail
+
+
+class RayHandle:
+    """One submitted task; `outcome` resolves when Ray has its result or its failure."""
+
+    def __init__(self, ref: Any, spec: JobSpec, started_file: Path) -> None:
+        self.ref = ref
+        self.spec = spec
+        self.started_file = started_file  # the worker creates it when the job begins
+        self._started: float | None = None
+        self.outcome: Future[Outcome] = Future()
+        ref.future().add_done_callback(self._resolve)
+
+    def started_at(self) -> float | None:
+        """When the sweep first saw the job's start file (a Ray task may wait in Ray's queue
+        for a place first); on a shared filesystem, a second or so late at worst."""
+        if self._started is None and (self.outcome.done() or self.started_file.exists()):
+            self._started = time.monotonic()
+        return self._started
+
+    def _resolve(self, done: Future[Any]) -> None:
+        try:
+            outcome = self._read(done)
+        except Exception as err:  # never leave the sweep waiting on a future that won't resolve
+            outcome = Outcome(Ending.CRASHED, detail=f"unreadable result: {err!r}")
+        self.outcome.set_result(outcome)
+
+    def _read(self, done: Future[Any]) -> Outcome:
+        from ray import exceptions as rx
+
+        try:
+            where, data = done.result()
+        except rx.TaskCancelledError:
+            return Outcome(Ending.INTERRUPTED, detail="cancelled")
+        except rx.NodeDiedError as err:
+            return node_lost(err)
+        except rx.OutOfMemoryError as err:  # Ray's memory monitor killed the worker
+            return Outcome(
+                Ending.KILLED,
+                code=signal.SIGKILL,
+                last_error=f"Ray: {first_line(err)}",
+                placement=self.placement(),
+            )
+        except rx.WorkerCrashedError:
+            return Outcome(
+                Ending.CRASHED,
+                detail="its Ray worker process died (Ray does not tell the exit status)",
+                last_error=self._err(),
+                placement=self.placement(),
+            )
+        except rx.RayError as err:
+            return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {first_line(err)}")
+        return outcome_of(cloudpickle.loads(data), self._err, placement=where)
+
+    def _err(self) -> str:
+        return last_error_line(self.log_tail())
+
+    def placement(self) -> str:
+        """Where the job ran, as its worker wrote it at its start ("" if it never began)."""
+        try:
+            return self.started_file.read_text()
+        except OSError:
+            return ""
+
+    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
+        return file_tail(Path(self.spec.stderr_path), max_bytes)
+
+    def pids(self) -> list[int]:
+        return []  # its worker may be on another machine: Ray owns it
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def node_lost(err: BaseException) -> Outcome:
+    """Ray's NodeDiedError without its advice: "its node was lost (Node IP: ..., node ID:
+    ...)", placed on that node as far as the message names it."""
+    text = " ".join(str(err).split())
+    found = re.search(r"Node IP: ([^,]+), node ID: (\w+)", text)
+    if found is None:
+        return Outcome(Ending.LOST, detail=f"its node was lost ({first_line(err)})")
+    ip, node = found.groups()
+    return Outcome(
+        Ending.LOST,
+        detail=f"its node was lost ({found.group(0)})",
+        placement=f"?@{ip}/{node[:8]}",
+    )
