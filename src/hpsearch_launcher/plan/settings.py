@@ -108,7 +108,8 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
 
 
 def parse_memory(params: Mapping[str, Any], jobs_per_gpu: int | str) -> dict[str, Any]:
-    """hydra.launcher.memory_fraction and memory_keys, each read with one jobs_per_gpu."""
+    """hydra.launcher.memory_fraction (a number's share) and memory_keys (auto's kinds): each
+    is read with one kind of jobs_per_gpu only."""
     fraction = params["memory_fraction"]
     if fraction is not None and jobs_per_gpu == AUTO:
         raise fail(
@@ -214,7 +215,7 @@ def parse_backend(value: Any, gpus: Any) -> str:
     """hydra.launcher.backend: where jobs run, one of plan/backends.py's; what it needs must
     be installed, and a backend that assigns each job its GPU takes no list of them."""
     if value not in BACKENDS:
-        other = next(name for name in BACKENDS if name != defaults()["backend"])
+        other = next(name for name in BACKENDS if name != defaults()["backend"])  # the fix
         raise fail("backend", value, f"must be one of {', '.join(BACKENDS)}", f"backend={other}")
     entry = BACKENDS[value]
     if entry.package is not None and importlib.util.find_spec(entry.package) is None:
