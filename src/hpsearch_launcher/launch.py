@@ -20,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from .batch import BatchSource
 from .execute.backend import Execution, task_payload
-from .execute.machine import machine_execution
 from .execute.sweep import Sweep
 from .one_line import refuse
 from .output_dir import OutputDirError
+from .plan.backends import BACKENDS, BackendEntry
 from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
@@ -106,18 +106,17 @@ class Feed:
 def _sweep(
     launcher: Any, prepare: Callable[[DictConfig, LauncherSettings, Recorder], Feed]
 ) -> tuple[DictConfig, Recorder, Feed]:
-    """The part launch() and stream() share: settings, this machine's devices (checked before
-    results.csv is touched), the records, the jobs' feed from `prepare`, then a Ray cluster
-    (joined only once the feed is found good) and the sweep itself."""
+    """The part launch() and stream() share: settings, the backend (this machine's devices,
+    checked before results.csv is touched; a cluster, joined only once the feed is found good:
+    plan/backends.py says which), the records, the jobs' feed from `prepare`, and the sweep."""
     config, settings, task = _setup(launcher)
-    execution: Execution | None = (
-        machine_execution(settings, task) if settings.backend == "local" else None
-    )
+    backend = BACKENDS[settings.backend]
+    execution = _open(backend, settings, task, config) if backend.opens_first else None
     try:
         opened = launcher.records is None
         recorder = _records(launcher, config, settings)
         feed = prepare(config, settings, recorder)
-        execution = execution or _ray(settings, task, config)
+        execution = execution or _open(backend, settings, task, config)
         if opened:  # the sweep will run: nothing refused it
             if settings.resume:
                 recorder.table.keep()
@@ -149,10 +148,13 @@ def _records(launcher: Any, config: DictConfig, settings: LauncherSettings) -> R
     return recorder
 
 
-def _ray(settings: LauncherSettings, task: bytes, config: DictConfig) -> Execution:
-    from .execute.ray import ray_execution
-
-    return ray_execution(settings, task, Path(str(config.hydra.sweep.dir)))
+def _open(
+    backend: BackendEntry, settings: LauncherSettings, task: bytes, config: DictConfig
+) -> Execution:
+    """The backend's Execution, its opener imported only now (Ray's only for backend=ray)."""
+    execution = backend.resolve()(settings, task, Path(str(config.hydra.sweep.dir)))
+    assert isinstance(execution, Execution), backend.opener
+    return execution
 
 
 def _announce(execution: Execution, what: str, config: DictConfig) -> None:

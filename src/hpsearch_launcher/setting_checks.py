@@ -29,3 +29,8 @@ def nearest(word: str, options: Iterable[str]) -> str | None:
 def is_whole(value: Any, least: int) -> bool:
     """Whether `value` is an integer (not a bool) >= `least`."""
     return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
+def is_number(value: Any) -> bool:
+    """Whether `value` is an int or a float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

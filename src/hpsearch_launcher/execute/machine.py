@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import nvml
 from ..nvml import GpuMemory
@@ -38,8 +39,9 @@ class MachineExecution(Execution):
         return readings
 
 
-def machine_execution(settings: LauncherSettings, task: bytes) -> MachineExecution:
-    """This machine's GPUs (or its CPU), checked against what NVML sees."""
+def machine_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> MachineExecution:
+    """This machine's GPUs (or its CPU), checked against what NVML sees. (`sweep_dir`: every
+    backend's opener is given it, plan/backends.py; a local job needs no proof it is shared.)"""
     nvml_ids = nvml.nvml_gpu_ids()  # asked once: an NVML session per call
     groups = sweep_devices(settings, os.environ, lambda: nvml_ids)
     cores = cpu_count()

@@ -3,47 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import importlib.util
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from hydra.errors import CompactHydraException
-
-from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings, RaySettings
+from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
+from ..setting_checks import is_number
+from .backends import BACKENDS, SECTIONS, Section
 from .preload import denied
 from .pruning import RULES
+
+# LauncherSettingsError is plan/refusal.py's; the launcher's modules import it from here.
+from .refusal import LauncherSettingsError, count, fail, flag, refuse_unknown, whole
 
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
 AUTO = "auto"  # jobs_per_gpu=auto: GPUs packed by their jobs' measured memory
 GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
-
-
-class LauncherSettingsError(CompactHydraException):
-    """A bad hydra.launcher.* value: the message names the value, the rule and the fix.
-    (Compact: Hydra prints the message alone, no traceback.)"""
-
-
-def _fail(key: str, value: Any, rule: str, example: str) -> LauncherSettingsError:
-    # As the user typed it: OmegaConf makes `timeout=-1` the float -1.0.
-    shown = int(value) if isinstance(value, float) and value.is_integer() else value
-    return LauncherSettingsError(
-        f"hydra.launcher.{key}={shown!r}: {rule} (e.g. hydra.launcher.{example})"
-    )
-
-
-def _integer(key: str, value: Any, example: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _fail(key, value, "must be an integer >= 1", example)
-    return value
-
-
-def _count(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(key, value, "must be an integer >= 0", f"{key}=1")
-    return value
 
 
 def parse_gpus(value: Any) -> tuple[str, ...] | None:
@@ -55,7 +33,7 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
     for item in items:
         text = str(item).strip()  # an index >= 0 is all digits (True and -1 are not)
         if not (text.isdigit() or GPU_UUID.match(text)):
-            raise _fail(
+            raise fail(
                 "gpus",
                 value,
                 f"{item!r} is not a GPU id (an index >= 0 or a GPU-/MIG- UUID, as "
@@ -65,7 +43,7 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
         ids.append(str(int(text)) if text.isdigit() else text)
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise _fail(
+        raise fail(
             "gpus",
             value,
             f"GPU {', '.join(duplicates)} listed twice; "
@@ -80,16 +58,6 @@ def defaults() -> dict[str, Any]:
     return dataclasses.asdict(LauncherSettings())
 
 
-def _refuse_unknown(given: Mapping[str, Any], known: Mapping[str, Any], prefix: str) -> None:
-    """A key that is no setting (`+hydra.launcher.jobs_per_gpus=2` gets past Hydra): refused,
-    with the nearest setting's name, rather than silently ignored."""
-    for key in given:
-        if key not in known:
-            near = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"did you mean {prefix}{near[0]}?" if near else f"settings: {', '.join(known)}"
-            raise LauncherSettingsError(f"hydra.launcher.{prefix}{key}: no such setting; {hint}")
-
-
 def check_setting_key(path: str) -> None:
     """Refuse `hydra.launcher.<path>`, a dotted key as a command line names it, as
     parse_settings would, if it names no setting: for a check made before Hydra composes
@@ -98,9 +66,9 @@ def check_setting_key(path: str) -> None:
     head, _, rest = path.partition(".")
     if head == "_target_":
         return
-    _refuse_unknown({head: None}, defaults(), "")
-    if head == "ray" and rest:
-        _refuse_unknown({rest.partition(".")[0]: None}, defaults()["ray"], "ray.")
+    refuse_unknown({head: None}, defaults(), "")
+    if head in SECTIONS and rest:
+        refuse_unknown({rest.partition(".")[0]: None}, defaults()[head], f"{head}.")
 
 
 def cpu_count() -> int:
@@ -112,12 +80,39 @@ def cpu_count() -> int:
 
 def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
     """Check hydra.launcher's values; raise LauncherSettingsError on the first bad one."""
-    _refuse_unknown(given, defaults(), "")
+    refuse_unknown(given, defaults(), "")
     params = defaults() | dict(given)
     jobs_per_gpu = parse_jobs_per_gpu(params["jobs_per_gpu"])
+    memory = parse_memory(params, jobs_per_gpu)
+    n_jobs = params["n_jobs"]
+    n_jobs = cpu_count() if n_jobs is None else whole("n_jobs", n_jobs, 1, "n_jobs=4")
+    timeout = parse_timeout(params["timeout"])
+    return LauncherSettings(
+        gpus=parse_gpus(params["gpus"]),
+        jobs_per_gpu=jobs_per_gpu,
+        **memory,
+        n_jobs=n_jobs,
+        timeout=timeout,
+        allow_growth=flag("allow_growth", params["allow_growth"]),
+        env=parse_env(params["env"]),
+        resume=flag("resume", params["resume"]),
+        max_oom_retries=count("max_oom_retries", params["max_oom_retries"]),
+        max_retries=count("max_retries", params["max_retries"]),
+        warm_start=parse_warm_start(params["warm_start"]),
+        wait_for_free_memory=flag("wait_for_free_memory", params["wait_for_free_memory"]),
+        preload=parse_preload(params["preload"]),
+        **parse_prune(params),
+        backend=parse_backend(params["backend"], params["gpus"]),
+        **{name: parse_section(section, params[name]) for name, section in SECTIONS.items()},
+    )
+
+
+def parse_memory(params: Mapping[str, Any], jobs_per_gpu: int | str) -> dict[str, Any]:
+    """hydra.launcher.memory_fraction (a number's share) and memory_keys (auto's kinds): each
+    is read with one kind of jobs_per_gpu only."""
     fraction = params["memory_fraction"]
     if fraction is not None and jobs_per_gpu == AUTO:
-        raise _fail(
+        raise fail(
             "memory_fraction",
             fraction,
             "is set by jobs_per_gpu=auto (each job's cap is its kind's measured peak plus a "
@@ -125,19 +120,15 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
             "jobs_per_gpu=auto",
         )
     if params["memory_keys"] and jobs_per_gpu != AUTO:
-        raise _fail(
+        raise fail(
             "memory_keys",
             params["memory_keys"],
             "is read only with jobs_per_gpu=auto (it says which keys change a job's memory)",
             "jobs_per_gpu=auto hydra.launcher.memory_keys=[model]",
         )
     if fraction is not None:
-        if (
-            isinstance(fraction, bool)
-            or not isinstance(fraction, (int, float))
-            or not (0 < fraction <= 1)
-        ):
-            raise _fail(
+        if not is_number(fraction) or not (0 < fraction <= 1):
+            raise fail(
                 "memory_fraction",
                 fraction,
                 "must be a number in (0, 1] or null",
@@ -145,7 +136,7 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
             )
         per = int(jobs_per_gpu)  # a number: auto refuses memory_fraction above
         if per * fraction > 1 + 1e-9:
-            raise _fail(
+            raise fail(
                 "memory_fraction",
                 fraction,
                 f"jobs_per_gpu x memory_fraction = {per} x {fraction} = "
@@ -153,34 +144,19 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
                 f"use at most {1 / per:.3g}",
                 f"memory_fraction={DEFAULT_MEMORY_SHARE / per:.3g}",
             )
-    n_jobs = params["n_jobs"]
-    n_jobs = cpu_count() if n_jobs is None else _integer("n_jobs", n_jobs, "n_jobs=4")
-    timeout = params["timeout"]
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-    ):
-        raise _fail(
-            "timeout", timeout, "must be a number of seconds > 0, or null for none", "timeout=3600"
+    return {
+        "memory_keys": parse_memory_keys(params["memory_keys"]),
+        "memory_fraction": None if fraction is None else float(fraction),
+    }
+
+
+def parse_timeout(value: Any) -> float | None:
+    """hydra.launcher.timeout: seconds a job may run, or null for no limit."""
+    if value is not None and (not is_number(value) or value <= 0):
+        raise fail(
+            "timeout", value, "must be a number of seconds > 0, or null for none", "timeout=3600"
         )
-    return LauncherSettings(
-        gpus=parse_gpus(params["gpus"]),
-        jobs_per_gpu=jobs_per_gpu,
-        memory_keys=parse_memory_keys(params["memory_keys"]),
-        memory_fraction=None if fraction is None else float(fraction),
-        n_jobs=n_jobs,
-        timeout=None if timeout is None else float(timeout),
-        allow_growth=_flag("allow_growth", params["allow_growth"]),
-        env=parse_env(params["env"]),
-        resume=_flag("resume", params["resume"]),
-        max_oom_retries=_count("max_oom_retries", params["max_oom_retries"]),
-        max_retries=_count("max_retries", params["max_retries"]),
-        warm_start=parse_warm_start(params["warm_start"]),
-        wait_for_free_memory=_flag("wait_for_free_memory", params["wait_for_free_memory"]),
-        preload=parse_preload(params["preload"]),
-        **parse_prune(params),
-        backend=parse_backend(params["backend"], params["gpus"]),
-        ray=parse_ray(values_of("ray", params["ray"])),
-    )
+    return None if value is None else float(value)
 
 
 WARM_STARTS = ("spawn", "fork")
@@ -192,7 +168,7 @@ def parse_warm_start(value: Any) -> str:
         return "spawn" if value is True else str(value)
     if value is False:
         return "off"
-    raise _fail("warm_start", value, "must be true, false, spawn (true) or fork", "warm_start=fork")
+    raise fail("warm_start", value, "must be true, false, spawn (true) or fork", "warm_start=fork")
 
 
 def parse_jobs_per_gpu(value: Any) -> int | str:
@@ -200,7 +176,7 @@ def parse_jobs_per_gpu(value: Any) -> int | str:
     if value == AUTO:
         return AUTO
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _fail("jobs_per_gpu", value, "must be an integer >= 1, or auto", "jobs_per_gpu=auto")
+        raise fail("jobs_per_gpu", value, "must be an integer >= 1, or auto", "jobs_per_gpu=auto")
     return value
 
 
@@ -209,7 +185,7 @@ def parse_memory_keys(value: Any) -> tuple[str, ...]:
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     for item in items:
         if not isinstance(item, str) or not re.fullmatch(r"[\w-]+(\.[\w-]+)*", item):
-            raise _fail(
+            raise fail(
                 "memory_keys", value, f"{item!r} is not a config key", "memory_keys=[model,batch]"
             )
     return tuple(items)
@@ -221,88 +197,55 @@ PRUNERS = tuple(RULES)  # plan/pruning.py's rules
 def parse_prune(params: Mapping[str, Any]) -> dict[str, Any]:
     """hydra.launcher.prune*: the stopping rule for a launcher's own jobs (a grid's)."""
     if params["prune"] not in PRUNERS:
-        raise _fail(
-            "prune", params["prune"], f"must be one of {', '.join(PRUNERS)}", "prune=median"
-        )
+        raise fail("prune", params["prune"], f"must be one of {', '.join(PRUNERS)}", "prune=median")
     if params["prune_mode"] not in ("max", "min"):
-        raise _fail("prune_mode", params["prune_mode"], "must be max or min", "prune_mode=min")
+        raise fail("prune_mode", params["prune_mode"], "must be max or min", "prune_mode=min")
     grace = params["prune_grace"]
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or grace < 0:
-        raise _fail("prune_grace", grace, "must be a number of seconds >= 0", "prune_grace=5")
+    if not is_number(grace) or grace < 0:
+        raise fail("prune_grace", grace, "must be a number of seconds >= 0", "prune_grace=5")
     return {
         "prune": params["prune"],
         "prune_mode": params["prune_mode"],
-        "prune_warmup": _count("prune_warmup", params["prune_warmup"]),
+        "prune_warmup": count("prune_warmup", params["prune_warmup"]),
         "prune_grace": float(grace),
     }
 
 
-BACKENDS = ("local", "ray")
-
-
 def parse_backend(value: Any, gpus: Any) -> str:
-    """hydra.launcher.backend: where jobs run; Ray must be installed to pick it."""
-    import importlib.util
-
+    """hydra.launcher.backend: where jobs run, one of plan/backends.py's; what it needs must
+    be installed, and a backend that assigns each job its GPU takes no list of them."""
     if value not in BACKENDS:
-        raise _fail("backend", value, f"must be one of {', '.join(BACKENDS)}", "backend=ray")
-    if value == "ray":
-        if importlib.util.find_spec("ray") is None:
-            raise LauncherSettingsError(
-                "hydra.launcher.backend=ray: Ray is not installed here; install it with "
-                'pip install "hpsearch[ray]", or use hydra.launcher.backend=local'
-            )
-        if gpus != "auto" and list(gpus if isinstance(gpus, (list, tuple)) else [gpus]):
-            raise _fail(
-                "gpus",
-                gpus,
-                "with backend=ray, Ray assigns each job its GPU: gpus must be auto (the "
-                "cluster's GPUs) or [] (CPU only)",
-                "gpus=auto",
-            )
+        other = next(name for name in BACKENDS if name != defaults()["backend"])  # the fix
+        raise fail("backend", value, f"must be one of {', '.join(BACKENDS)}", f"backend={other}")
+    entry = BACKENDS[value]
+    if entry.package is not None and importlib.util.find_spec(entry.package) is None:
+        raise LauncherSettingsError(
+            f"hydra.launcher.backend={value}: {entry.title} is not installed here; install it "
+            f"with {entry.install}, or use hydra.launcher.backend={defaults()['backend']}"
+        )
+    if (
+        entry.assigns_gpus
+        and gpus != AUTO
+        and list(gpus if isinstance(gpus, (list, tuple)) else [gpus])
+    ):
+        raise fail(
+            "gpus",
+            gpus,
+            f"with backend={value}, {entry.title} assigns each job its GPU: gpus must be auto "
+            "(the cluster's GPUs) or [] (CPU only)",
+            "gpus=auto",
+        )
     return str(value)
 
 
-def values_of(key: str, given: Any) -> dict[str, Any]:
-    """A nested setting (hydra.launcher.ray): its defaults, overlaid with what was given."""
+def parse_section(section: Section, given: Any) -> Any:
+    """A backend's nested settings (hydra.launcher.ray): its defaults, overlaid with what was
+    given, its keys checked, then its own parser's."""
     if given is not None and not isinstance(given, Mapping):
-        raise _fail(key, given, "must be a mapping", f"{key}.address=auto")
-    return dict(defaults()[key]) | dict(given or {})
-
-
-_RAY_ADDRESS = re.compile(r"^(auto|ray://\S+|[\w.-]+:\d+)$")
-
-
-def parse_ray(params: Mapping[str, Any]) -> RaySettings:
-    """hydra.launcher.ray: which cluster, what each job holds on it."""
-    _refuse_unknown(params, defaults()["ray"], "ray.")
-    address = params["address"]
-    address = "" if address is None else address
-    if not isinstance(address, str) or not (address == "" or _RAY_ADDRESS.match(address)):
-        raise _fail(
-            "ray.address",
-            address,
-            "must be empty (start a Ray for the sweep), auto (join this machine's cluster), "
-            "ray://host:port (a Ray client) or host:port (the head's GCS)",
-            "ray.address=auto",
-        )
-    num_cpus = params["num_cpus"]
-    if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
-        raise _fail("ray.num_cpus", num_cpus, "must be a number > 0", "ray.num_cpus=2")
-    init = params["init"] or {}
-    if not isinstance(init, Mapping):
-        raise _fail(
-            "ray.init", init, "must be a mapping of ray.init arguments", "ray.init.num_gpus=2"
-        )
-    if init and address:
-        raise _fail(
-            "ray.init",
-            dict(init),
-            f"is for the Ray a sweep starts itself (ray.address empty), not for {address!r}: "
-            "a running cluster's resources are set where it was started (ray start)",
-            "ray.address=''",
-        )
-    return RaySettings(address=address, num_cpus=float(num_cpus), init=dict(init))
+        raise fail(section.name, given, "must be a mapping", section.example)
+    values = dict(defaults()[section.name]) | dict(given or {})
+    refuse_unknown(values, defaults()[section.name], f"{section.name}.")
+    return section.parse(values)
 
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -311,18 +254,16 @@ _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 def parse_preload(value: Any) -> tuple[str, ...] | None:
     """hydra.launcher.preload: "auto" -> None (learn what the jobs import); else module names,
     each checked to exist (without importing it) and to touch no GPU at import."""
-    import importlib.util
-
     if value == "auto":
         return None
     names = [value] if isinstance(value, str) else list(value or [])
     for name in names:
         if not isinstance(name, str) or not _MODULE.match(name):
-            raise _fail(
+            raise fail(
                 "preload", value, f"{name!r} is not a module name (or auto)", "preload=[torch]"
             )
         if denied(name):
-            raise _fail(
+            raise fail(
                 "preload",
                 value,
                 f"{name!r} takes a GPU when imported, and a waiting process must touch none: "
@@ -330,16 +271,10 @@ def parse_preload(value: Any) -> tuple[str, ...] | None:
                 "preload=auto",
             )
         if importlib.util.find_spec(name.split(".")[0]) is None:
-            raise _fail(
+            raise fail(
                 "preload", value, f"no module named {name.split('.')[0]!r} here", "preload=[]"
             )
     return tuple(names)
-
-
-def _flag(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _fail(key, value, "must be true or false", f"{key}=false")
-    return value
 
 
 def parse_env(value: Any) -> dict[str, str]:
@@ -347,7 +282,7 @@ def parse_env(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise _fail("env", value, "must be a mapping of variable names to values", "env.FOO=1")
+        raise fail("env", value, "must be a mapping of variable names to values", "env.FOO=1")
     env = {str(k): str(v) for k, v in value.items()}
     for name in env:
         if name in OWNED_VARIABLES:

@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from ..setting_checks import is_whole, nearest, refusal
+from ..setting_checks import is_number, is_whole, nearest, refusal
 from .config import SearchSettings
 from .refusal import SearchSettingsError
 from .sampler_config import DEFAULT_SAMPLER, SAMPLER_CONFIGS
@@ -51,9 +51,9 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
     _integer("n_trials", s.n_trials, 1, "n_trials=20")
     if s.n_jobs is not None:
         _integer("n_jobs", s.n_jobs, 1, "n_jobs=4")
-    if s.timeout is not None and not (_is_number(s.timeout) and s.timeout > 0):
+    if s.timeout is not None and not (is_number(s.timeout) and s.timeout > 0):
         raise fail("timeout", s.timeout, "must be a number of seconds > 0, or null", "timeout=3600")
-    if not (_is_number(s.max_failure_rate) and 0 <= s.max_failure_rate <= 1):
+    if not (is_number(s.max_failure_rate) and 0 <= s.max_failure_rate <= 1):
         raise fail(
             "max_failure_rate",
             s.max_failure_rate,
@@ -71,7 +71,7 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
         raise fail("pruner_args", s.pruner_args, "given, but pruner=none", "pruner=median")
     if s.patience is not None:
         _integer("patience", s.patience, 0, "patience=3")
-    if not (_is_number(s.min_delta) and s.min_delta >= 0):
+    if not (is_number(s.min_delta) and s.min_delta >= 0):
         raise fail("min_delta", s.min_delta, "must be a number >= 0", "min_delta=0.01")
     if len(directions) > 1 and (s.pruner != "none" or s.patience is not None):
         raise fail(
@@ -159,10 +159,6 @@ def _sampler(node: Any) -> SamplerChoice:
     if seed is not None:
         _integer("sampler.seed", seed, 0, "sampler.seed=0")
     return SamplerChoice(name, args, seed)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _integer(key: str, value: Any, least: int, example: str) -> None:

@@ -1,0 +1,70 @@
+"""The backends, one entry each: where its opener is, when it opens, its own settings, what it
+needs installed, whether it assigns GPUs itself. A new backend is one module under execute/, one
+entry here and, if it has any, its settings' parser (as plan/ray_settings.py is Ray's).
+
+Light: an opener is named by its dotted path and imported only when the sweep opens it (plan
+must not import execute, and the local backend must not pay for Ray's imports)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import LauncherSettings
+from .ray_settings import parse_ray
+
+# Every backend's opener: (settings, the pickled task, the sweep dir) -> its execute.backend
+# Execution (Any here: plan does not import execute).
+Opener = Callable[[LauncherSettings, bytes, Path], Any]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A backend's nested settings, hydra.launcher.<name>.*: checked whichever backend runs."""
+
+    name: str
+    parse: Callable[[Mapping[str, Any]], Any]  # its values (defaults overlaid) -> its settings
+    example: str  # one of its keys, set, for a refusal's fix ("ray.address=auto")
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    name: str  # hydra.launcher.backend=<name>
+    opener: str  # "package.module.function", an Opener
+    # True: opened before results.csv is touched (its devices refuse a sweep first); False:
+    # only once the jobs' feed is found good (joining a cluster is slow and may start one).
+    opens_first: bool
+    title: str = ""  # its name in a sentence ("Ray")
+    section: Section | None = None  # its own settings, if any
+    package: str | None = None  # what it needs installed beyond hpsearch, if anything
+    install: str = ""  # how to install that package
+    assigns_gpus: bool = False  # True: it gives each job its GPU, so gpus must be auto
+
+    def resolve(self) -> Opener:
+        """The opener, imported now (when the sweep opens the backend)."""
+        module, _, function = self.opener.rpartition(".")
+        found: Opener = getattr(importlib.import_module(module), function)
+        return found
+
+
+_EXECUTE = "hpsearch_launcher.execute"
+BACKENDS: dict[str, BackendEntry] = {
+    entry.name: entry
+    for entry in (
+        BackendEntry("local", f"{_EXECUTE}.machine.machine_execution", opens_first=True),
+        BackendEntry(
+            "ray",
+            f"{_EXECUTE}.ray.ray_execution",
+            opens_first=False,
+            title="Ray",
+            section=Section("ray", parse_ray, "ray.address=auto"),
+            package="ray",
+            install='pip install "hpsearch[ray]"',
+            assigns_gpus=True,
+        ),
+    )
+}
+SECTIONS = {e.section.name: e.section for e in BACKENDS.values() if e.section is not None}
