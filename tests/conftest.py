@@ -77,6 +77,17 @@ def cold_start_s() -> float:
     return min(times)
 
 
+# cold_start_s on a quiet 2-core machine, rounded up (measured: 0.35 s).
+QUIET_COLD_START_S = 0.5
+
+
+@pytest.fixture
+def stretch(cold_start_s: float) -> float:
+    """How much slower than a quiet machine this one starts a process now (>= 1): a test's
+    waits for jobs to start and end are its quiet waits times this, so load lengthens them."""
+    return max(1.0, cold_start_s / QUIET_COLD_START_S)
+
+
 def processes_tagged(tag: str) -> list[psutil.Process]:
     """Processes whose environment carries `tag`: a sweep's jobs, their children, loky's helpers."""
     found = []

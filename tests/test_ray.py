@@ -176,10 +176,11 @@ def _intervals_overlap(records: list[dict]) -> int:
 
 @pytest.mark.slow
 def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
-    launch_app, marks: Path, tmp_path: Path
+    launch_app, marks: Path, tmp_path: Path, stretch: float
 ) -> None:
     from apps.probe import probe
 
+    timeout = round(15 * stretch)  # the hang job's; the others end well before it
     jobs = [[f"x={x}", "sleep=1.0"] for x in range(8)]
     jobs[4] = ["x=4", "mode=stderr_oom_once"]  # out of memory once: again alone, whole GPU
     jobs[5] = ["x=5", "mode=raise"]
@@ -193,7 +194,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
         jobs,
         "hydra.launcher.backend=ray",
         "hydra.launcher.jobs_per_gpu=2",
-        "hydra.launcher.timeout=15",
+        f"hydra.launcher.timeout={timeout}",
         "+hydra.launcher.ray.init.num_gpus=2",
         "+hydra.launcher.ray.init.num_cpus=4",
     )
@@ -227,7 +228,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert "out of memory: its Ray worker process died" in table["error"][4]
     assert table["error"][5] == "ValueError: probe asked to raise"
     assert table["error"][6] == "exited with status 3"
-    assert table["error"][7].startswith("timed out after 15s")
+    assert table["error"][7].startswith(f"timed out after {timeout}s")
     assert PLACEMENT.match(table["device"][7]), table["device"][7]  # where it hung
     assert table["error"][8] == "its Ray worker process died (Ray does not tell the exit status)"
     assert PLACEMENT.match(table["device"][8]), table["device"][8]  # where it died
@@ -245,7 +246,7 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
 
 @pytest.mark.slow
 def test_the_timeout_counts_from_the_start_on_a_node_not_from_rays_queue(
-    runner: Runner, marks: Path, tmp_path: Path, cold_start_s: float
+    runner: Runner, marks: Path, tmp_path: Path, cold_start_s: float, stretch: float
 ) -> None:
     """One CPU for three GPU slots: the jobs run one after the other, the third one waiting
     in Ray's queue for about two jobs' time. Each runs a little over `sleep`, under the
@@ -261,7 +262,7 @@ def test_the_timeout_counts_from_the_start_on_a_node_not_from_rays_queue(
             "+hydra.launcher.ray.init.num_gpus=1",
             "+hydra.launcher.ray.init.num_cpus=1",
         ],
-        timeout=120,
+        timeout=120 * stretch,
     )
     assert result.returncode == 0, result.stdout
     assert "run at most 1 jobs of ray.num_cpus=1 at once, fewer than its GPUs' 3 slots" in (
@@ -276,7 +277,7 @@ def test_the_timeout_counts_from_the_start_on_a_node_not_from_rays_queue(
 
 @pytest.mark.slow
 def test_a_node_that_does_not_see_the_sweeps_mark_fails_its_jobs_with_the_reason(
-    runner: Runner, marks: Path, tmp_path: Path
+    runner: Runner, marks: Path, tmp_path: Path, stretch: float
 ) -> None:
     """What a node without the shared filesystem meets, made here by another sweep taking
     the sweep dir's mark mid-sweep: the jobs that start after it fail, naming the fix."""
@@ -289,10 +290,10 @@ def test_a_node_that_does_not_see_the_sweeps_mark_fails_its_jobs_with_the_reason
         ]
     )
     try:
-        _wait_for(lambda: len(list(marks.glob("start-*"))) == 2, 60, "2 jobs")
+        _wait_for(lambda: len(list(marks.glob("start-*"))) == 2, 60 * stretch, "2 jobs")
         (tmp_path / "sweep" / ".hpsearch-sweep").write_text("another sweep's token")
         (marks / "hold").unlink()
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=120 * stretch)
     finally:
         proc.kill()
     assert proc.returncode == 1, out
@@ -354,7 +355,7 @@ def _wait_for(predicate, within: float, what: str) -> None:
 
 @pytest.mark.slow
 def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
-    runner: Runner, marks: Path, tmp_path: Path, two_nodes: tuple[Cluster, object]
+    runner: Runner, marks: Path, tmp_path: Path, two_nodes: tuple[Cluster, object], stretch: float
 ) -> None:
     cluster, node = two_nodes
     (marks / "hold").touch()  # jobs x >= 4 wait at their start until it is removed
@@ -364,10 +365,14 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
     )
     try:
         # Jobs 0-3 end; jobs 4-7 then hold the 4 slots: 2 on each node's GPU.
-        _wait_for(lambda: all((marks / f"start-{n}").exists() for n in range(4, 8)), 90, "jobs 4-7")
+        _wait_for(
+            lambda: all((marks / f"start-{n}").exists() for n in range(4, 8)),
+            90 * stretch,
+            "jobs 4-7",
+        )
         cluster.remove_node(node, allow_graceful=False)  # its raylet and workers killed
         (marks / "hold").unlink()
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=120 * stretch)
     finally:
         proc.kill()
     assert proc.returncode == 0, out
@@ -388,7 +393,7 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
     again_run = runner.run(
         on_cluster(runner, marks, "x=range(8)", "sleep=0.5", "hold_from=4"),
         env={"RAY_ADDRESS": cluster.address},
-        timeout=120,
+        timeout=120 * stretch,
     )
     assert again_run.returncode == 0, again_run.stdout
     assert "8/8 finished (0 done, 0 failed, 8 resumed)" in again_run.stdout
@@ -396,7 +401,7 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
 
 @pytest.mark.slow
 def test_a_node_that_joins_mid_sweep_takes_jobs(
-    runner: Runner, marks: Path, tmp_path: Path
+    runner: Runner, marks: Path, tmp_path: Path, stretch: float
 ) -> None:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
     try:
@@ -406,13 +411,19 @@ def test_a_node_that_joins_mid_sweep_takes_jobs(
             env={"RAY_ADDRESS": cluster.address},
         )
         try:
-            _wait_for(lambda: len(list(marks.glob("start-*"))) == 2, 60, "the head's 2 jobs")
+            _wait_for(
+                lambda: len(list(marks.glob("start-*"))) == 2, 60 * stretch, "the head's 2 jobs"
+            )
             time.sleep(1)
             assert len(list(marks.glob("start-*"))) == 2  # one GPU: 2 slots, no more
             joined = cluster.add_node(num_cpus=2, num_gpus=1)
-            _wait_for(lambda: len(list(marks.glob("start-*"))) == 4, 60, "2 jobs on the new node")
+            _wait_for(
+                lambda: len(list(marks.glob("start-*"))) == 4,
+                60 * stretch,
+                "2 jobs on the new node",
+            )
             (marks / "hold").unlink()
-            out, _ = proc.communicate(timeout=120)
+            out, _ = proc.communicate(timeout=120 * stretch)
         finally:
             proc.kill()
         assert proc.returncode == 0, out
