@@ -30,6 +30,7 @@ from .backend import EnvKey, Execution, JobHandle, JobSpec, sweep_sys_path
 from .ray_handle import RayHandle, first_line
 from .ray_worker import run_on_node
 from .remote import write_mark
+from .wire import Ticket
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -60,26 +61,26 @@ class RayBackend:
         self.mark = mark
         self.started_dir = Path(f"{mark[0]}.started")  # the jobs' start files
         self.started_dir.mkdir(exist_ok=True)
-        self.sys_path = sweep_sys_path()
+        self.sys_path = tuple(sweep_sys_path())
         self.cwd = os.getcwd()  # where the sweep started: each job works there
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
         shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
         started = self.started_dir / f"{spec.num}-{spec.attempt}"
-        job = {
-            "started": str(started),
-            "config": spec.payload,
-            "stdout": spec.stdout_path,
-            "stderr": spec.stderr_path,
-            "sys_path": self.sys_path,
-            "cwd": self.cwd,
-            "subdir": spec.subdir,
-        }
+        ticket = Ticket(
+            config=spec.payload,  # pickled once, by the sweep: unpickled by the job
+            stdout=spec.stdout_path,
+            stderr=spec.stderr_path,
+            subdir=spec.subdir,
+            started=str(started),
+            cwd=self.cwd,
+            sys_path=self.sys_path,
+        )
         ref = self.remote.options(
             num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
             num_cpus=self.num_cpus,
             name=f"hpsearch job {spec.num}",
-        ).remote(self.task_ref, job, shipped, self.mark)
+        ).remote(self.task_ref, ticket.to_dict(), shipped, self.mark)
         return RayHandle(ref, spec, started)
 
     def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
