@@ -26,16 +26,16 @@ from hpsearch_launcher.plan.settings import LauncherSettingsError
     [
         (
             "hydra.launcher.jobs_per_gpus=2",
-            "jobs_per_gpus: no such setting; did you mean jobs_per_gpu?",
+            "jobs_per_gpus: no such setting; did you mean hydra.launcher.jobs_per_gpu?",
         ),
         (
             "+hydra.launcher.jobs_per_gpus=2",
-            "jobs_per_gpus: no such setting; did you mean jobs_per_gpu?",
+            "jobs_per_gpus: no such setting; did you mean hydra.launcher.jobs_per_gpu?",
         ),
-        ("++hydra.launcher.n_job=2", "n_job: no such setting; did you mean n_jobs?"),
+        ("++hydra.launcher.n_job=2", "n_job: no such setting; did you mean hydra.launcher.n_jobs?"),
         (
             "hydra.launcher.ray.adress=auto",
-            "ray.adress: no such setting; did you mean ray.address?",
+            "ray.adress: no such setting; did you mean hydra.launcher.ray.address?",
         ),
     ],
 )
@@ -226,12 +226,12 @@ REFUSED = [
     (
         [*SWEEP, "device=cpu", "hydra.launcher.jobs_per_gpus=2"],
         None,
-        "hydra.launcher.jobs_per_gpus: no such setting; did you mean jobs_per_gpu?",
+        "hydra.launcher.jobs_per_gpus: no such setting; did you mean hydra.launcher.jobs_per_gpu?",
     ),
     (
         [*SWEEP, "device=cpu", "+hydra.launcher.jobs_per_gpus=2"],
         None,
-        "hydra.launcher.jobs_per_gpus: no such setting; did you mean jobs_per_gpu?",
+        "hydra.launcher.jobs_per_gpus: no such setting; did you mean hydra.launcher.jobs_per_gpu?",
     ),
     # item 2: GPUs this machine does not have
     ([*SWEEP, "hydra.launcher.gpus=[7]"], NONE, "hydra.launcher.gpus=[7]: no NVIDIA driver or"),

@@ -145,7 +145,7 @@ def test_a_lost_node_is_retried_apart_from_the_jobs_own_failures() -> None:
         ({"ray": {"address": "auto", "init": {"num_gpus": 2}}}, "a running cluster's resources"),
         (
             {"ray": {"adress": "auto"}},
-            "hydra.launcher.ray.adress: no such setting; did you mean ray.address?",
+            "hydra.launcher.ray.adress: no such setting; did you mean hydra.launcher.ray.address?",
         ),
     ],
 )

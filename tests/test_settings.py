@@ -187,11 +187,13 @@ def test_warm_start_and_free_memory_waits_are_on_by_default() -> None:
     [
         (
             {"jobs_per_gpus": 2},
-            "hydra.launcher.jobs_per_gpus: no such setting; did you mean jobs_per_gpu?",
+            "hydra.launcher.jobs_per_gpus: no such setting; "
+            "did you mean hydra.launcher.jobs_per_gpu?",
         ),
         (
             {"ray": {"num_cpu": 2}},
-            "hydra.launcher.ray.num_cpu: no such setting; did you mean ray.num_cpus?",
+            "hydra.launcher.ray.num_cpu: no such setting; "
+            "did you mean hydra.launcher.ray.num_cpus?",
         ),
         ({"zzz": 1}, "hydra.launcher.zzz: no such setting; settings: gpus, jobs_per_gpu, "),
     ],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -34,3 +35,46 @@ def is_whole(value: Any, least: int) -> bool:
 def is_number(value: Any) -> bool:
     """Whether `value` is an int or a float (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The checks of one value for one section of settings (`hydra.<section>.*`): each gives
+    the value back, or raises `error` with the refusal's one line."""
+
+    section: str
+    error: type[Exception]
+
+    def fail(self, key: str, value: Any, rule: str, example: str = "") -> Exception:
+        """`hydra.<section>.<key>=<value as typed>: <rule> (e.g. hydra.<section>.<example>)`."""
+        return self.error(refusal(self.section, key, value, rule, example))
+
+    def no_such(self, path: str, key: str, known: Iterable[str], prefix: str = "") -> Exception:
+        """`hydra.<section>.<path>: no such setting; did you mean hydra.<section>.<prefix><near>?`
+        for a dotted `path` whose part `key` (under `prefix`) is none of `known`; without a
+        near one, the settings there."""
+        known = list(known)
+        near = nearest(key, known)
+        where = f"hydra.{self.section}."
+        hint = f"did you mean {where}{prefix}{near}?" if near else f"settings: {', '.join(known)}"
+        return self.error(f"{where}{path}: no such setting; {hint}")
+
+    def whole(self, key: str, value: Any, least: int, example: str) -> int:
+        """`value`, an integer >= `least` (not a bool), or refused."""
+        if not is_whole(value, least):
+            raise self.fail(key, value, f"must be an integer >= {least}", example)
+        return int(value)
+
+    def flag(self, key: str, value: Any) -> bool:
+        """`value`, true or false, or refused."""
+        if not isinstance(value, bool):
+            raise self.fail(key, value, "must be true or false", f"{key}=false")
+        return value
+
+    def choose(self, key: str, value: Any, options: Iterable[str]) -> str:
+        """`value`, one of `options`, or refused with the nearest (else the first) as example."""
+        options = tuple(options)
+        if value not in options:
+            near = nearest(str(value), options) or options[0]
+            raise self.fail(key, value, f"must be one of {', '.join(options)}", f"{key}={near}")
+        return str(value)

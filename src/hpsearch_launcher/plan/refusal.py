@@ -9,7 +9,7 @@ from typing import Any
 
 from hydra.errors import CompactHydraException
 
-from ..setting_checks import is_whole, nearest, refusal
+from ..setting_checks import Checks
 
 
 class LauncherSettingsError(CompactHydraException):
@@ -17,9 +17,10 @@ class LauncherSettingsError(CompactHydraException):
     (Compact: Hydra prints the message alone, no traceback.)"""
 
 
-def fail(key: str, value: Any, rule: str, example: str) -> LauncherSettingsError:
-    """`hydra.launcher.<key>=<value as typed>: <rule> (e.g. hydra.launcher.<example>)`."""
-    return LauncherSettingsError(refusal("launcher", key, value, rule, example))
+LAUNCHER = Checks("launcher", LauncherSettingsError)
+# `hydra.launcher.<key>=<value as typed>: <rule> (e.g. hydra.launcher.<example>)`, and the
+# checks of one value: each gives it back or raises LauncherSettingsError.
+fail, whole, flag = LAUNCHER.fail, LAUNCHER.whole, LAUNCHER.flag
 
 
 def refuse_unknown(given: Mapping[str, Any], known: Mapping[str, Any], prefix: str) -> None:
@@ -27,25 +28,9 @@ def refuse_unknown(given: Mapping[str, Any], known: Mapping[str, Any], prefix: s
     with the nearest setting's name, rather than silently ignored."""
     for key in given:
         if key not in known:
-            near = nearest(str(key), known)
-            hint = f"did you mean {prefix}{near}?" if near else f"settings: {', '.join(known)}"
-            raise LauncherSettingsError(f"hydra.launcher.{prefix}{key}: no such setting; {hint}")
-
-
-def whole(key: str, value: Any, least: int, example: str) -> int:
-    """`value`, an integer >= `least` (not a bool), or refused."""
-    if not is_whole(value, least):
-        raise fail(key, value, f"must be an integer >= {least}", example)
-    return int(value)
+            raise LAUNCHER.no_such(f"{prefix}{key}", str(key), known, prefix)
 
 
 def count(key: str, value: Any) -> int:
     """`value`, an integer >= 0 (a count of retries, of steps), or refused."""
     return whole(key, value, 0, f"{key}=1")
-
-
-def flag(key: str, value: Any) -> bool:
-    """`value`, true or false, or refused."""
-    if not isinstance(value, bool):
-        raise fail(key, value, "must be true or false", f"{key}=false")
-    return value

@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from ..setting_checks import is_number, is_whole, nearest, refusal
+from ..setting_checks import Checks, is_number, nearest
 from .config import SearchSettings
 from .refusal import SearchSettingsError
 from .sampler_config import DEFAULT_SAMPLER, SAMPLER_CONFIGS
@@ -37,8 +37,8 @@ PRUNERS = ("none", *PRUNER_CLASSES)
 DIRECTIONS = {"minimize": "minimize", "maximize": "maximize", "min": "minimize", "max": "maximize"}
 
 
-def fail(key: str, value: Any, rule: str, example: str = "") -> SearchSettingsError:
-    return SearchSettingsError(refusal("sweeper", key, value, rule, example))
+SWEEPER = Checks("sweeper", SearchSettingsError)
+fail = SWEEPER.fail
 
 
 def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
@@ -48,9 +48,9 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
     for key in given:
         check_setting_key(str(key))
     s = SearchSettings(**(known | dict(given)))
-    _integer("n_trials", s.n_trials, 1, "n_trials=20")
+    SWEEPER.whole("n_trials", s.n_trials, 1, "n_trials=20")
     if s.n_jobs is not None:
-        _integer("n_jobs", s.n_jobs, 1, "n_jobs=4")
+        SWEEPER.whole("n_jobs", s.n_jobs, 1, "n_jobs=4")
     if s.timeout is not None and not (is_number(s.timeout) and s.timeout > 0):
         raise fail("timeout", s.timeout, "must be a number of seconds > 0, or null", "timeout=3600")
     if not (is_number(s.max_failure_rate) and 0 <= s.max_failure_rate <= 1):
@@ -62,7 +62,7 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
         )
     directions = _directions(s.direction)
     sampler = _sampler(s.sampler)
-    _choose("pruner", s.pruner, PRUNERS)
+    SWEEPER.choose("pruner", s.pruner, PRUNERS)
     if not isinstance(s.pruner_args, Mapping):
         raise fail(
             "pruner_args", s.pruner_args, "must be a mapping of keyword arguments", "pruner_args={}"
@@ -70,7 +70,7 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
     if s.pruner_args and s.pruner == "none":
         raise fail("pruner_args", s.pruner_args, "given, but pruner=none", "pruner=median")
     if s.patience is not None:
-        _integer("patience", s.patience, 0, "patience=3")
+        SWEEPER.whole("patience", s.patience, 0, "patience=3")
     if not (is_number(s.min_delta) and s.min_delta >= 0):
         raise fail("min_delta", s.min_delta, "must be a number >= 0", "min_delta=0.01")
     if len(directions) > 1 and (s.pruner != "none" or s.patience is not None):
@@ -107,18 +107,12 @@ def check_setting_key(path: str) -> None:
     if head in MOVED:
         raise SearchSettingsError(f"hydra.sweeper.{head}: moved to {MOVED[head]}")
     if head not in [*known, "_target_", "_recursive_"]:
-        _no_such(path, head, known, "")
+        raise SWEEPER.no_such(path, head, known)
     field_name = rest.partition(".")[0]
     if head == "sampler" and field_name:
         fields = sorted({f.name for c in SAMPLER_CONFIGS.values() for f in dataclasses.fields(c)})
         if field_name not in fields:
-            _no_such(path, field_name, fields, "sampler.")
-
-
-def _no_such(path: str, key: str, known: list[str], prefix: str) -> None:
-    near = nearest(key, known)
-    hint = f"did you mean hydra.sweeper.{prefix}{near}?" if near else f"{', '.join(known)}"
-    raise SearchSettingsError(f"hydra.sweeper.{path}: no such setting; {hint}")
+            raise SWEEPER.no_such(path, field_name, fields, "sampler.")
 
 
 def _sampler(node: Any) -> SamplerChoice:
@@ -157,19 +151,8 @@ def _sampler(node: Any) -> SamplerChoice:
     }
     seed = args.pop("seed", None)
     if seed is not None:
-        _integer("sampler.seed", seed, 0, "sampler.seed=0")
+        SWEEPER.whole("sampler.seed", seed, 0, "sampler.seed=0")
     return SamplerChoice(name, args, seed)
-
-
-def _integer(key: str, value: Any, least: int, example: str) -> None:
-    if not is_whole(value, least):
-        raise fail(key, value, f"must be an integer >= {least}", example)
-
-
-def _choose(key: str, value: Any, options: tuple[str, ...]) -> None:
-    if value not in options:
-        near = nearest(str(value), options) or options[0]
-        raise fail(key, value, f"must be one of {', '.join(options)}", f"{key}={near}")
 
 
 def _directions(value: Any) -> tuple[str, ...]:
