@@ -63,11 +63,9 @@ def simulated_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nvml, "nvml_gpu_ids", lambda: list(SIMULATED_GPUS))
 
 
-@pytest.fixture(scope="session")
-def cold_start_s() -> float:
+def measure_cold_start_s() -> float:
     """What a fresh job process costs on this machine now, before its task's first line: a
-    new interpreter importing what a job's process imports (best of 2). A test's time limit
-    for a job is a multiple of it, so that a loaded machine stretches the limit with it."""
+    new interpreter importing what a job's process imports (best of 2)."""
     imports = "import hydra, omegaconf, psutil, cloudpickle, hpsearch_launcher.execute.child"
     times = []
     for _ in range(2):
@@ -79,13 +77,43 @@ def cold_start_s() -> float:
 
 # cold_start_s on a quiet 2-core machine, rounded up (measured: 0.35 s).
 QUIET_COLD_START_S = 0.5
+COLD_START = pytest.StashKey[float]()
+
+
+def stretch_for(cold_start_s: float) -> float:
+    """How much slower than a quiet machine this one starts a process (>= 1)."""
+    return max(1.0, cold_start_s / QUIET_COLD_START_S)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test's hang bound (pytest-timeout's: the ini's, or the test's own mark) times how
+    much slower than a quiet machine this one starts a process now: a loaded machine stretches
+    the bound with the work, a quiet one keeps it as written. Measured once per worker."""
+    cold = config.stash[COLD_START] = measure_cold_start_s()
+    factor = stretch_for(cold)
+    if factor == 1.0:
+        return
+    default = float(config.getini("timeout") or 0)
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        bound = float(mark.args[0]) if mark and mark.args else default
+        if bound > 0:  # 0: no bound, as pytest-timeout reads it
+            item.add_marker(pytest.mark.timeout(round(bound * factor)), append=False)
+
+
+@pytest.fixture(scope="session")
+def cold_start_s(pytestconfig: pytest.Config) -> float:
+    """What a fresh job process costs on this machine now (measured as the tests were
+    collected). A test's time limit for a job is a multiple of it, so that a loaded machine
+    stretches the limit with it."""
+    return pytestconfig.stash[COLD_START]
 
 
 @pytest.fixture
 def stretch(cold_start_s: float) -> float:
-    """How much slower than a quiet machine this one starts a process now (>= 1): a test's
-    waits for jobs to start and end are its quiet waits times this, so load lengthens them."""
-    return max(1.0, cold_start_s / QUIET_COLD_START_S)
+    """stretch_for(cold_start_s): a test's waits for jobs to start and end are its quiet waits
+    times this, so load lengthens them."""
+    return stretch_for(cold_start_s)
 
 
 def processes_tagged(tag: str) -> list[psutil.Process]:
