@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import signal
 import subprocess
@@ -54,6 +55,10 @@ def test_the_ray_tests_run_one_at_a_time_on_one_worker(request: pytest.FixtureRe
 
 PLACEMENT = re.compile(r"^(?P<gpu>[\d,]+|cpu)@[\d.]+/(?P<node>[0-9a-f]{8})$")
 RAY_TASK = "ray::hpsearch job "  # a Ray worker's process title while it runs one of our jobs
+# A test cluster's head, its workers at normal priority as a sweep's own Ray runs them (a
+# cluster started with RAY_worker_niceness=0, docs/ray.md): at Ray's nice 15 they would crawl
+# beside the suite's other work.
+HEAD = {"num_cpus": 2, "num_gpus": 1, "_system_config": {"worker_niceness": 0}}
 
 
 # --- pure parts -----------------------------------------------------------------------------
@@ -218,6 +223,8 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     for gpu in ("0", "1"):
         assert _intervals_overlap([r for r in records if r["cuda"] == gpu]) <= 2
     assert len({r["pid"] for r in records}) == 5
+    # At the sweep's priority, as local jobs run, not at the nice 15 Ray gives its workers.
+    assert [r["nice"] for r in records] == [os.nice(0)] * 5
     # Each watches its raylet: should that die (with the sweep), the job's tree ends at once.
     assert all(r["watchdog"] for r in records)
     assert [r["fraction"] for r in records] == ["0.45"] * 4 + ["0.95"]
@@ -246,8 +253,8 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert not (tmp_path / "sweep" / ".hpsearch-sweep").exists()
     # Each worker was used once and is gone; the hang job's grandchild went with its worker.
     pids = [r["pid"] for r in records]
-    _wait_for(lambda: not [p for p in pids if psutil.pid_exists(p)], 30, "the workers to end")
-    _wait_for(lambda: not _processes_with(RAY_TASK), 30, "the sweep's Ray workers to end")
+    _wait_for(lambda: not [p for p in pids if psutil.pid_exists(p)], 30 * stretch, "the workers")
+    _wait_for(lambda: not _processes_with(RAY_TASK), 30 * stretch, "the sweep's Ray workers")
     assert not _processes_with(f"time.sleep(600) {marks}")  # the hang job's grandchild
 
 
@@ -346,7 +353,7 @@ def on_cluster(runner: Runner, marks: Path, *args: str) -> list[str]:
 @pytest.fixture
 def two_nodes() -> Iterator[tuple[Cluster, object]]:
     """A Ray cluster: the head and one more node, each with 2 CPUs and 1 declared GPU."""
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args=HEAD)
     node = cluster.add_node(num_cpus=2, num_gpus=1)
     cluster.wait_for_nodes()
     yield cluster, node
@@ -411,7 +418,7 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
 def test_a_node_that_joins_mid_sweep_takes_jobs(
     runner: Runner, marks: Path, tmp_path: Path, stretch: float
 ) -> None:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args=HEAD)
     try:
         (marks / "hold").touch()  # every job waits at its start until it is removed
         proc = runner.popen(
@@ -448,30 +455,32 @@ def test_a_node_that_joins_mid_sweep_takes_jobs(
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
-    runner: Runner, marks: Path, tmp_path: Path, signum: int
+    runner: Runner, marks: Path, tmp_path: Path, signum: int, stretch: float
 ) -> None:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args=HEAD)
     try:
         proc = runner.popen(
             on_cluster(runner, marks, "x=range(4)", "mode=hang"),
             env={"RAY_ADDRESS": cluster.address},
         )
         _wait_for(
-            lambda: (marks / "start-0").exists() and (marks / "start-1").exists(), 60, "2 jobs"
+            lambda: (marks / "start-0").exists() and (marks / "start-1").exists(),
+            60 * stretch,
+            "2 jobs",
         )
         # The cluster's workers are not the runner's: their jobs' children carry no tag, but
         # their command names this test's marks dir.
         hanging = functools.partial(_processes_with, f"time.sleep(600) {marks}")
-        _wait_for(lambda: len(hanging()) >= 2, 30, "2 grandchildren")
+        _wait_for(lambda: len(hanging()) >= 2, 30 * stretch, "2 grandchildren")
         proc.send_signal(signum)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=60 * stretch)
         assert proc.returncode == 128 + signum, out
         table = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype={"device": str})
         assert sorted(table["status"]) == ["interrupted"] * 2, table.to_string()
         assert table["device"].str.match(PLACEMENT.pattern).all()  # where each was stopped
         # Nothing of the sweep is left: no task running, its workers and their children gone,
         # and the cluster's GPU all free again (asked by a new driver).
-        _wait_for(lambda: not _processes_with(RAY_TASK), 15, "the sweep's Ray workers to end")
+        _wait_for(lambda: not _processes_with(RAY_TASK), 15 * stretch, "the sweep's Ray workers")
         assert not hanging()
         free = subprocess.run(
             [
@@ -491,18 +500,20 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_leaves_nothing_of_its_own_ray(runner: Runner, marks: Path) -> None:
+def test_a_killed_sweep_leaves_nothing_of_its_own_ray(
+    runner: Runner, marks: Path, stretch: float
+) -> None:
     """SIGKILL gives the sweep no chance to stop anything: the Ray it started (its reaper)
     ends the raylet, the workers and the jobs' children by itself."""
     proc = runner.popen(
         [*runner.probe_sweep(marks, "x=1,2", "mode=hang"), "hydra.launcher.backend=ray"]
     )
     hanging = functools.partial(_processes_with, "time.sleep(600)", runner.tag)
-    _wait_for(lambda: len(hanging()) >= 2, 60, "2 jobs' grandchildren")
+    _wait_for(lambda: len(hanging()) >= 2, 60 * stretch, "2 jobs' grandchildren")
     assert len(_processes_with(RAY_TASK, runner.tag)) == 2
     proc.kill()
-    proc.communicate(timeout=30)
-    left = wait_no_tagged(runner.tag, within=30)  # every process of it carries the tag
+    proc.communicate(timeout=30 * stretch)
+    left = wait_no_tagged(runner.tag, within=30 * stretch)  # every process of it carries the tag
     assert not left, [p.cmdline()[:2] for p in left]
 
 

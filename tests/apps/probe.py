@@ -98,6 +98,7 @@ def probe(cfg: DictConfig) -> float:
         "ppid": os.getppid(),
         "pgid": os.getpgid(0),
         "sid": os.getsid(0),
+        "nice": os.nice(0),
         "stdin_eof": _stdin_at_eof(),
         "watchdog": any(t.name == "hpsearch-parent-watchdog" for t in threading.enumerate()),
         "fds": _open_fds(),
