@@ -85,7 +85,11 @@ def test_each_rule_in_the_table_is_a_prune_setting_and_a_grids_rule(name: str) -
     ("given", "message"),
     [
         ({"prune": "asha"}, "hydra.launcher.prune='asha': must be one of none, median"),
-        ({"prune_mode": "maximize"}, "hydra.launcher.prune_mode='maximize': must be max or min"),
+        (
+            {"prune_mode": "maximize"},
+            "hydra.launcher.prune_mode='maximize': must be one of max, min "
+            "(e.g. hydra.launcher.prune_mode=max)",
+        ),
         ({"prune_warmup": -1}, "hydra.launcher.prune_warmup=-1: must be an integer >= 0"),
         ({"prune_grace": -1}, "hydra.launcher.prune_grace=-1: must be a number of seconds >= 0"),
     ],

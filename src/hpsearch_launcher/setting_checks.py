@@ -71,10 +71,11 @@ class Checks:
             raise self.fail(key, value, "must be true or false", f"{key}=false")
         return value
 
-    def choose(self, key: str, value: Any, options: Iterable[str]) -> str:
-        """`value`, one of `options`, or refused with the nearest (else the first) as example."""
+    def choose(self, key: str, value: Any, options: Iterable[str], usual: str = "") -> str:
+        """`value`, one of `options`, or refused with the nearest as example, else `usual`
+        (else the first)."""
         options = tuple(options)
         if value not in options:
-            near = nearest(str(value), options) or options[0]
+            near = nearest(str(value), options) or usual or options[0]
             raise self.fail(key, value, f"must be one of {', '.join(options)}", f"{key}={near}")
         return str(value)

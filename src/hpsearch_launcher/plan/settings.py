@@ -16,7 +16,7 @@ from .preload import denied
 from .pruning import RULES
 
 # LauncherSettingsError is plan/refusal.py's; the launcher's modules import it from here.
-from .refusal import LauncherSettingsError, count, fail, flag, refuse_unknown, whole
+from .refusal import LAUNCHER, LauncherSettingsError, count, fail, flag, refuse_unknown, whole
 
 # What a job retried alone after running out of memory gets: its whole GPU, but the headroom.
 WHOLE_GPU_FRACTION = 0.95
@@ -196,28 +196,22 @@ PRUNERS = tuple(RULES)  # plan/pruning.py's rules
 
 def parse_prune(params: Mapping[str, Any]) -> dict[str, Any]:
     """hydra.launcher.prune*: the stopping rule for a launcher's own jobs (a grid's)."""
-    if params["prune"] not in PRUNERS:
-        raise fail("prune", params["prune"], f"must be one of {', '.join(PRUNERS)}", "prune=median")
-    if params["prune_mode"] not in ("max", "min"):
-        raise fail("prune_mode", params["prune_mode"], "must be max or min", "prune_mode=min")
+    settled = {
+        "prune": LAUNCHER.choose("prune", params["prune"], PRUNERS, "median"),
+        "prune_mode": LAUNCHER.choose("prune_mode", params["prune_mode"], ("max", "min")),
+        "prune_warmup": count("prune_warmup", params["prune_warmup"]),
+    }
     grace = params["prune_grace"]
     if not is_number(grace) or grace < 0:
         raise fail("prune_grace", grace, "must be a number of seconds >= 0", "prune_grace=5")
-    return {
-        "prune": params["prune"],
-        "prune_mode": params["prune_mode"],
-        "prune_warmup": count("prune_warmup", params["prune_warmup"]),
-        "prune_grace": float(grace),
-    }
+    return {**settled, "prune_grace": float(grace)}
 
 
 def parse_backend(value: Any, gpus: Any) -> str:
     """hydra.launcher.backend: where jobs run, one of plan/backends.py's; what it needs must
     be installed, and a backend that assigns each job its GPU takes no list of them."""
-    if value not in BACKENDS:
-        other = next(name for name in BACKENDS if name != defaults()["backend"])  # the fix
-        raise fail("backend", value, f"must be one of {', '.join(BACKENDS)}", f"backend={other}")
-    entry = BACKENDS[value]
+    other = next(name for name in BACKENDS if name != defaults()["backend"])  # the usual fix
+    entry = BACKENDS[LAUNCHER.choose("backend", value, BACKENDS, other)]
     if entry.package is not None and importlib.util.find_spec(entry.package) is None:
         raise LauncherSettingsError(
             f"hydra.launcher.backend={value}: {entry.title} is not installed here; install it "
