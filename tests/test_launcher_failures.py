@@ -146,10 +146,13 @@ def wait_for(paths: list[Path], within: float = 60) -> None:
 def test_stopping_the_sweep_ends_every_job_tree(
     runner: Runner, marks: Path, sig: signal.Signals, exit_code: int
 ) -> None:
-    args = runner.probe_sweep(marks, "x=0,1,2,3", "mode=hang", "hydra.launcher.n_jobs=2")
+    # Spawned spares (test_fork_server.py has the fork server's twin of this test).
+    args = runner.probe_sweep(
+        marks, "x=0,1,2,3", "mode=hang", "hydra.launcher.n_jobs=2", "hydra.launcher.warm_start=spawn"
+    )
     sweep = runner.popen(args)
     wait_for([marks / "start-0", marks / "start-1"])
-    # 2 jobs, their 2 grandchildren, and (warm start) a spare waiting for each queued job.
+    # 2 jobs, their 2 grandchildren, and a spare waiting for each queued job.
     wanted = {"job": 2, "grandchild": 2, "spare": 2, "server": 0}
     assert wait_for_roles(runner.tag, wanted) == wanted
     sweep.send_signal(sig)

@@ -1,5 +1,6 @@
-"""preload: auto (the default): spares import ahead what the jobs were seen to import, never a
-module that takes a GPU, and a module that fails or hangs ahead of a job never harms one."""
+"""preload: auto (the default): the fork server, or the spares (warm_start=spawn), import ahead
+what the jobs were seen to import, never a module that takes a GPU, and a module that fails or
+hangs ahead of a job never harms one."""
 
 from __future__ import annotations
 
@@ -21,13 +22,22 @@ from hpsearch_launcher.execute.wire import parse_status
 pytestmark = pytest.mark.slow
 
 ONE_AT_A_TIME = ("hydra.launcher.n_jobs=1", "sleep=1")
+# Each way a process is made ahead: forked from the server (the default), or a spawned spare.
+warm_starts = pytest.mark.parametrize("warm_start", ["fork", "spawn"])
 
 
+@warm_starts
 def test_a_module_the_task_imports_is_imported_ahead_from_the_third_job_on(
-    runner: Runner, marks: Path
+    runner: Runner, marks: Path, warm_start: str
 ) -> None:
     """No preload setting: job 0 (cold) teaches the sweep that its task imports the marker."""
-    args = runner.probe_sweep(marks, "x=0,1,2,3,4", "imports=[preload_marker]", *ONE_AT_A_TIME)
+    args = runner.probe_sweep(
+        marks,
+        "x=0,1,2,3,4",
+        "imports=[preload_marker]",
+        *ONE_AT_A_TIME,
+        f"hydra.launcher.warm_start={warm_start}",
+    )
     result = runner.run(args)
     assert result.returncode == 0, result.stdout
     records = read_records(marks)
@@ -55,6 +65,7 @@ def test_what_a_job_imports_last_is_told_as_its_task_returns(
         assert r["preloaded_at"] is not None, f"job {r['num']} imported the marker itself"
 
 
+@warm_starts
 @pytest.mark.parametrize(
     ("moody", "why"),
     [
@@ -64,13 +75,18 @@ def test_what_a_job_imports_last_is_told_as_its_task_returns(
     ],
 )
 def test_a_learned_module_that_fails_or_hangs_ahead_never_harms_a_job(
-    runner: Runner, marks: Path, tmp_path: Path, moody: str, why: str
+    runner: Runner, marks: Path, tmp_path: Path, moody: str, why: str, warm_start: str
 ) -> None:
     """moody_module imports fine in a job, but raises, hangs or kills its process in a
     waiting process: every job still runs (one handed to a spare that hangs there gets a cold
     process), one warning, and it is dropped (else spares would die in a loop)."""
     args = runner.probe_sweep(
-        marks, "x=0,1,2,3,4,5", "imports=[moody_module]", *ONE_AT_A_TIME, "sleep=1.5"
+        marks,
+        "x=0,1,2,3,4,5",
+        "imports=[moody_module]",
+        *ONE_AT_A_TIME,
+        "sleep=1.5",
+        f"hydra.launcher.warm_start={warm_start}",
     )
     env = {"PROBE_MOODY": moody, "HPSEARCH_PRELOAD_TIMEOUT": "3"}
     result = runner.run(args, env=env)

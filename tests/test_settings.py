@@ -160,7 +160,7 @@ def test_bad_preload(value: list, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "parsed"),
-    [(True, "spawn"), ("spawn", "spawn"), ("fork", "fork"), (False, "off")],
+    [(True, "fork"), ("fork", "fork"), ("spawn", "spawn"), (False, "off")],
 )
 def test_warm_start(value: object, parsed: str) -> None:
     settings = parse_settings({"warm_start": value})
@@ -172,14 +172,14 @@ def test_bad_warm_start(value: object) -> None:
     with pytest.raises(LauncherSettingsError) as err:
         parse_settings({"warm_start": value})
     assert str(err.value) == (
-        f"hydra.launcher.warm_start={value!r}: must be true, false, spawn (true) or fork "
+        f"hydra.launcher.warm_start={value!r}: must be true, false, fork (true) or spawn "
         "(e.g. hydra.launcher.warm_start=fork)"
     )
 
 
 def test_warm_start_and_free_memory_waits_are_on_by_default() -> None:
     settings = parse_settings({})
-    assert settings.warm_start == "spawn" and settings.wait_for_free_memory is True
+    assert settings.warm_start == "fork" and settings.wait_for_free_memory is True
 
 
 @pytest.mark.parametrize(

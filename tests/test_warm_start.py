@@ -1,5 +1,7 @@
 """Warm start: every job still gets a fresh process of its own, with its slot's environment,
-but the process was made ahead and has its imports done when the job arrives."""
+but the process was made ahead and has its imports done when the job arrives. These are the
+spawned spares' tests (warm_start=spawn); the fork server's (the default) are in
+test_fork_server.py."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from conftest import (
 pytestmark = pytest.mark.slow
 
 PRELOAD = "hydra.launcher.preload=[preload_marker]"
+SPAWN = "hydra.launcher.warm_start=spawn"
 
 
 def test_a_warm_sweep_gives_each_job_a_fresh_preloaded_process(runner: Runner, marks: Path) -> None:
@@ -39,6 +42,7 @@ def test_a_warm_sweep_gives_each_job_a_fresh_preloaded_process(runner: Runner, m
         "hydra.launcher.gpus=[0,1]",
         "hydra.launcher.jobs_per_gpu=2",
         PRELOAD,
+        SPAWN,
     )
     sweep = runner.popen(args, env=simulated_gpus_env({"PROBE_MARKS": str(marks)}))
     try:
@@ -101,7 +105,7 @@ def test_a_spare_killed_while_waiting_is_replaced(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
     (marks / "hold").touch()
-    args = runner.probe_sweep(marks, "x=0,1,2", "hydra.launcher.n_jobs=1", PRELOAD)
+    args = runner.probe_sweep(marks, "x=0,1,2", "hydra.launcher.n_jobs=1", PRELOAD, SPAWN)
     sweep = runner.popen(args)
     deadline = time.monotonic() + 30
     while not (waiting := spares(runner.tag)):
@@ -181,6 +185,7 @@ def test_no_spare_waits_once_the_queue_is_empty(
             probe,
             [["x=5", "hold_from=5"], ["x=0", "hold_from=5", "wait_for=go"], ["x=6", "hold_from=5"]],
             "hydra.launcher.gpus=[0,1]",
+            SPAWN,
         )
     finally:
         driver.join()

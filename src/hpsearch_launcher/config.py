@@ -66,10 +66,10 @@ class LauncherSettings:
     # other users' processes hold; until then its jobs wait (other GPUs go on). false: never
     # wait (each job's peak memory is still measured, where NVML answers).
     wait_for_free_memory: bool = True
-    # Warm start, still one fresh process per job: true (or spawn) makes each slot's next
-    # process ahead, imports done, touching no GPU; fork forks each job's process from one
-    # server per sweep that has the imports done (back to spawn, with one warning, where a fork
-    # is unsafe); false starts each process cold. Checked: "spawn", "fork" or "off".
+    # Warm start, still one fresh process per job: true (or fork) forks each job's process from
+    # one server per sweep that has the imports done, touching no GPU (back to spawn, with one
+    # warning, where a fork is unsafe); spawn makes each slot's next process ahead, imports
+    # done; false starts each process cold. Checked: "fork", "spawn" or "off".
     warm_start: Any = True
     # Modules a waiting process imports ahead of its job: "auto" (those the jobs are seen to
     # import), a list (e.g. [tensorflow]), or [] for none. Checked: None for "auto", else a tuple.

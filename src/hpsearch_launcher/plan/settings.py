@@ -163,12 +163,12 @@ WARM_STARTS = ("spawn", "fork")
 
 
 def parse_warm_start(value: Any) -> str:
-    """hydra.launcher.warm_start: true or spawn -> "spawn", fork -> "fork", false -> "off"."""
+    """hydra.launcher.warm_start: true or fork -> "fork", spawn -> "spawn", false -> "off"."""
     if value is True or value in WARM_STARTS:
-        return "spawn" if value is True else str(value)
+        return "fork" if value is True else str(value)
     if value is False:
         return "off"
-    raise fail("warm_start", value, "must be true, false, spawn (true) or fork", "warm_start=fork")
+    raise fail("warm_start", value, "must be true, false, fork (true) or spawn", "warm_start=fork")
 
 
 def parse_jobs_per_gpu(value: Any) -> int | str:
