@@ -148,7 +148,11 @@ def test_stopping_the_sweep_ends_every_job_tree(
 ) -> None:
     # Spawned spares (test_fork_server.py has the fork server's twin of this test).
     args = runner.probe_sweep(
-        marks, "x=0,1,2,3", "mode=hang", "hydra.launcher.n_jobs=2", "hydra.launcher.warm_start=spawn"
+        marks,
+        "x=0,1,2,3",
+        "mode=hang",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.warm_start=spawn",
     )
     sweep = runner.popen(args)
     wait_for([marks / "start-0", marks / "start-1"])
