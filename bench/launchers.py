@@ -20,8 +20,9 @@ Workloads (2 slots each; a "slot" is what a GPU box would give one job):
                starts (from launch() being called), the sweep process's peak RSS and its
                own CPU time per job
 
-Contenders: hpsearch warm (default), hpsearch cold (warm_start=false), hpsearch fork
-(warm_start=fork; with no other setting: hpsearch defaults fork), hpsearch ray
+Contenders: hpsearch warm (the default: the fork server), hpsearch cold (warm_start=false),
+hpsearch spawn (warm_start=spawn: spawned spares; with no other setting: hpsearch defaults
+spawn), hpsearch ray
 (backend=ray, a Ray of the sweep's own with 2 CPUs), Hydra's basic launcher
 (one job at a time, in the sweep process: skipped where that takes over a minute),
 hydra-joblib-launcher (reuses worker processes),
@@ -110,8 +111,8 @@ def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]]
         cores = [] if os.cpu_count() == SLOTS else [f"hydra.launcher.n_jobs={SLOTS}"]
         return {
             "hpsearch defaults": command("hydra/launcher=hpsearch", *cores),
-            "hpsearch defaults fork": command(
-                "hydra/launcher=hpsearch", *cores, "hydra.launcher.warm_start=fork"
+            "hpsearch defaults spawn": command(
+                "hydra/launcher=hpsearch", *cores, "hydra.launcher.warm_start=spawn"
             ),
             "joblib": command("hydra/launcher=joblib", f"hydra.launcher.n_jobs={SLOTS}"),
         }
@@ -133,7 +134,7 @@ def contenders(w: Workload) -> dict[str, Callable[[Path, Path], list[list[str]]]
     return {
         "hpsearch warm": command(*ours),
         "hpsearch cold": command(*ours, "hydra.launcher.warm_start=false"),
-        "hpsearch fork": command(*ours, "hydra.launcher.warm_start=fork"),
+        "hpsearch spawn": command(*ours, "hydra.launcher.warm_start=spawn"),
         # A Ray the sweep starts on this machine, with SLOTS CPUs: Ray's own pool of started
         # workers, one fresh worker per job (its start-up counts: the sweep's own Ray).
         "hpsearch ray": command(
@@ -235,12 +236,12 @@ def bench_workload(w: Workload, repeats: int, work: Path, only: list[str] | None
         results[name] = best
         print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {first:.1f} | {pids} |")
     ours = "hpsearch defaults" if w.defaults else "hpsearch warm"
-    forked = "hpsearch defaults fork" if w.defaults else "hpsearch fork"
-    for mine in (ours, forked):
+    spawned = "hpsearch defaults spawn" if w.defaults else "hpsearch spawn"
+    for mine in (ours, spawned):
         if mine in results and "joblib" in results:
             print(f"{mine} / joblib = {results[mine] / results['joblib']:.2f}")
-    if ours in results and forked in results:
-        print(f"fork / spawn = {results[forked] / results[ours]:.2f}")
+    if ours in results and spawned in results:
+        print(f"fork / spawn = {results[ours] / results[spawned]:.2f}")
 
 
 def bench_digits(repeats: int, work: Path) -> None:
@@ -272,7 +273,7 @@ def bench_digits(repeats: int, work: Path) -> None:
 
 
 def bench_scale(work: Path, sizes: list[int]) -> None:
-    print("\n## scale: trivial jobs under hpsearch warm (spawned spares) and fork, 2 slots")
+    print("\n## scale: trivial jobs under hpsearch's spawned spares and fork server, 2 slots")
     print(
         "| warm_start | jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
         "| sweep CPU per job (ms) | wall (s) | a task's end to the next one's first line, "
@@ -280,7 +281,7 @@ def bench_scale(work: Path, sizes: list[int]) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for jobs in sizes:  # side by side: the same noise for both
-        for warm_start in ("true", "fork"):  # true: spawned spares, in every version
+        for warm_start in ("spawn", "fork"):
             _scale_once(work, jobs, warm_start)
 
 
