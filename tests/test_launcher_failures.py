@@ -15,6 +15,8 @@ from apps.probe import probe
 from conftest import PROBE, Runner, processes_tagged, read_records, wait_for_roles
 from hydra.core.utils import JobReturn, JobStatus
 
+from hpsearch_launcher.plan.settings import WARM_STARTS
+
 pytestmark = pytest.mark.slow
 
 
@@ -90,7 +92,7 @@ def test_an_out_of_memory_line_only_in_stderr_retries_alone(
     assert "out of memory: exited with status 1: CUDA error: out of memory" in row["error"]
 
 
-@pytest.mark.parametrize("warm_start", ["spawn", "fork"])
+@pytest.mark.parametrize("warm_start", WARM_STARTS)
 def test_out_of_memory_job_is_retried_alone_on_its_gpu(
     launch, marks: Path, tmp_path: Path, simulated_gpus: None, warm_start: str
 ) -> None:

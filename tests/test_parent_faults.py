@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 from conftest import Runner, read_records, wait_no_tagged
 
+from hpsearch_launcher.plan.settings import WARM_STARTS
+
 pytestmark = pytest.mark.slow
 
 # The signal, and how many new job starts to wait for before sending it.
@@ -28,7 +30,7 @@ def count_starts(marks: Path) -> int:
     return len(path.read_text().split()) if path.exists() else 0
 
 
-@pytest.mark.parametrize("warm_start", ["spawn", "fork"])
+@pytest.mark.parametrize("warm_start", WARM_STARTS)
 def test_repeated_parent_faults_then_resume(
     runner: Runner, marks: Path, tmp_path: Path, warm_start: str
 ) -> None:

@@ -18,12 +18,13 @@ from hpsearch_launcher.execute.backend import env_key
 from hpsearch_launcher.execute.local import LocalBackend
 from hpsearch_launcher.execute.spare import StatusReader
 from hpsearch_launcher.execute.wire import parse_status
+from hpsearch_launcher.plan.settings import WARM_STARTS
 
 pytestmark = pytest.mark.slow
 
 ONE_AT_A_TIME = ("hydra.launcher.n_jobs=1", "sleep=1")
 # Each way a process is made ahead: forked from the server (the default), or a spawned spare.
-warm_starts = pytest.mark.parametrize("warm_start", ["fork", "spawn"])
+warm_starts = pytest.mark.parametrize("warm_start", WARM_STARTS)
 
 
 @warm_starts
