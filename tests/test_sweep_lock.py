@@ -113,12 +113,30 @@ def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path, holders: Ho
     assert (written(tmp_path) or pytest.fail("no holder written")).pid == first.pid
 
 
-def test_the_flock_alone_keeps_a_second_sweep_out(tmp_path: Path, holders: Holders) -> None:
+def test_the_flock_alone_keeps_a_second_sweep_out(
+    tmp_path: Path, holders: Holders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Even with its file emptied (or not yet written) the holder's flock refuses the next."""
+    monkeypatch.setattr(lock_module, "NAMED_WITHIN_S", 0.3)
     holders.take(tmp_path)
     (tmp_path / LOCK_FILE).write_text("")
     with pytest.raises(SweepDirLocked, match=r"another sweep holds it \(it has not written"):
         hold_sweep_dir(tmp_path)
+
+
+def test_a_refusal_waits_for_the_holder_to_name_itself(tmp_path: Path, holders: Holders) -> None:
+    """Met between the holder's flock and its line (the CI saw it once), the refusal still
+    names the pid: the line is waited for."""
+    first = holders.take(tmp_path)
+    (tmp_path / LOCK_FILE).write_text("")
+    line = {"pid": first.pid, "host": HOST, "started": time.time(), "heartbeat": time.time()}
+    writer = threading.Timer(0.5, lambda: (tmp_path / LOCK_FILE).write_text(json.dumps(line)))
+    writer.start()
+    try:
+        with pytest.raises(SweepDirLocked, match=f"is in use: pid {first.pid} on host {HOST}"):
+            hold_sweep_dir(tmp_path)
+    finally:
+        writer.join()
 
 
 def test_released_on_close_and_when_no_one_keeps_it(tmp_path: Path, holders: Holders) -> None:

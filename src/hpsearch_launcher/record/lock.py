@@ -37,6 +37,9 @@ log = logging.getLogger("hpsearch.launcher")
 LOCK_FILE = ".hpsearch-lock"
 HEARTBEAT_S = 10.0  # how often the holder rewrites its line
 STALE_AFTER_S = 60.0  # a holder on another host not heard from for this long is gone
+# A holder writes its line just after it takes the flock; a refusal that met the lock in between
+# waits this long for the line, so that it can name the holder.
+NAMED_WITHIN_S = 5.0
 # flock errors that mean "no locks on this filesystem", not "someone holds it".
 NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
@@ -127,7 +130,7 @@ def _take(path: Path) -> SweepLock:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies; not inherited
     try:
         locked = _flock(fd, path)
-        other = Holder.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
+        other = _read(fd) if locked is not False else _named_holder(fd)
         now = time.time()
         if locked is False or (other is not None and other.blocks(now)):
             raise SweepDirLocked(refusal(path, other, now, flock_held=locked is False))
@@ -144,6 +147,18 @@ def _take(path: Path) -> SweepLock:
         os.close(fd)  # drops the flock too
         raise
     return SweepLock(path, fd, holder)
+
+
+def _read(fd: int) -> Holder | None:
+    return Holder.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
+
+
+def _named_holder(fd: int) -> Holder | None:
+    """The line of a live flock's holder, waited for up to NAMED_WITHIN_S."""
+    deadline = time.monotonic() + NAMED_WITHIN_S
+    while (other := _read(fd)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return other
 
 
 def _flock(fd: int, path: Path) -> bool | None:
