@@ -98,6 +98,11 @@ def env_key(env: Mapping[str, str]) -> EnvKey:
     return tuple(sorted(env.items()))
 
 
+# What a backend's `prepare` is asked for: per environment, the environment and how many jobs
+# to have ready for it.
+Wanted = Mapping[EnvKey, tuple[Mapping[str, str], int]]
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What a process needs to run one attempt of one job."""
@@ -139,7 +144,7 @@ class Backend(Protocol):
         environment; raise OSError (or any Exception) if it cannot be created."""
         ...
 
-    def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+    def prepare(self, wanted: Wanted) -> None:
         """Warm start: keep `count` processes made ahead, waiting, for each environment
         `wanted` names (keyed by `env_key(env)`), and none for any other. A backend that
         cannot make processes ahead does nothing."""

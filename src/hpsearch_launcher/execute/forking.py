@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .backend import JobSpec
+from .backend import JobSpec, Wanted
 from .forked import FORK_READY_S, ForkRefused, ForkServer
 from .job_process import LocalHandle
 from .spare import Preloads, Spare, StatusReader
-from .spare_pool import Wanted
 from .wire import Said
 
 log = logging.getLogger("hpsearch.launcher")

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .backend import EnvKey, JobHandle, JobSpec, env_key, sweep_sys_path
+from .backend import JobHandle, JobSpec, Wanted, env_key, sweep_sys_path
 from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
 from .forking import Forking
@@ -94,7 +94,7 @@ class LocalBackend:
         proc, status = cold()
         return LocalHandle(proc, spec, result, status, self.preloads)
 
-    def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+    def prepare(self, wanted: Wanted) -> None:
         """Keep `count` waiting spares for each environment in `wanted`, none for others:
         dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
         made, waiting ones asked for the modules learned since they were made. Forking: the

@@ -15,7 +15,7 @@ from ..plan.packing import Estimates, GpuBook, advice, kind_of
 from ..plan.settings import LauncherSettingsError
 from ..plan.slots import SlotPool, spare_counts
 from ..record.reports import reported_cap_mb, reported_peak_mb
-from .backend import EnvKey, Execution, env_key
+from .backend import EnvKey, Execution, Wanted, env_key
 from .failures import is_out_of_memory
 from .run import Run
 
@@ -81,9 +81,7 @@ class Packer:
         need = self.need(head)
         return self.execution.job_env(group, whole=need is None, cap_mb=need)
 
-    def spares_wanted(
-        self, pool: SlotPool, left: int, head: Run | None
-    ) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
+    def spares_wanted(self, pool: SlotPool, left: int, head: Run | None) -> Wanted:
         """Warm start: the spares each slot group wants (plan.slots.spare_counts) for `left`
         jobs still to start, by environment (that of the next job, `head`, as far as it can
         be told now)."""

@@ -26,7 +26,7 @@ from typing import Any
 from .. import contract
 from ..plan.settings import LauncherSettings, LauncherSettingsError
 from ..plan.slots import CPU
-from .backend import EnvKey, Execution, JobHandle, JobSpec, sweep_sys_path
+from .backend import Execution, JobHandle, JobSpec, Wanted, sweep_sys_path
 from .ray_handle import RayHandle, first_line
 from .ray_worker import run_on_node
 from .remote import write_mark
@@ -83,7 +83,7 @@ class RayBackend:
         ).remote(self.task_ref, ticket.to_dict(), shipped, self.mark)
         return RayHandle(ref, spec, started)
 
-    def prepare(self, wanted: Mapping[EnvKey, tuple[Mapping[str, str], int]]) -> None:
+    def prepare(self, wanted: Wanted) -> None:
         """Ray starts its workers itself (a pool made ahead): nothing to prepare here."""
 
     def stop(self, handle: JobHandle, force: bool) -> None:

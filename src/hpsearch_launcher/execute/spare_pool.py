@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .backend import EnvKey
+from .backend import EnvKey, Wanted
 from .job_process import KILL_WAIT_S
 from .spare import Preloads, Spare, StatusReader
 from .wire import more_line
@@ -24,8 +24,6 @@ log = logging.getLogger("hpsearch.launcher")
 # A fresh process waiting for its job: (its environment, its early log, the modules to import
 # ahead) -> the process and its status pipe.
 Spawn = Callable[[Mapping[str, str], str, list[str]], tuple[subprocess.Popen[bytes], StatusReader]]
-# What `refill` is asked for: per environment, the environment and how many spares to keep.
-Wanted = Mapping[EnvKey, tuple[Mapping[str, str], int]]
 
 
 class SparePool:

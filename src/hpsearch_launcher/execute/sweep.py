@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from hydra.core.utils import JobReturn
 
@@ -24,7 +24,7 @@ from ..record.recorder import Recorder
 from ..record.reports import ReportReader
 from ..stream import Ask, JobSource
 from ..text import short_str
-from .backend import EnvKey, Execution
+from .backend import Execution, Wanted
 from .bookkeeper import Bookkeeper
 from .packer import Packer
 from .room import Room
@@ -127,7 +127,7 @@ class Sweep:
     def recorder(self) -> Recorder:
         return self.book.recorder
 
-    def _spares_wanted(self) -> dict[EnvKey, tuple[Mapping[str, str], int]]:
+    def _spares_wanted(self) -> Wanted:
         """Warm start: the spares each slot group wants, for the jobs still to start."""
         more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
         left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
