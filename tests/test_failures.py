@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pickle
 import signal
+import threading
 
 import pytest
+from hydra.core.utils import JobReturn, JobStatus
 
 from hpsearch_launcher.execute.backend import last_error_line
+from hpsearch_launcher.execute.child import result_bytes
 from hpsearch_launcher.execute.failures import Retry, is_out_of_memory, retry_kind
-from hpsearch_launcher.outcome import Ending, Outcome
+from hpsearch_launcher.outcome import Ending, Outcome, TaskEnd, TaskResult
 from hpsearch_launcher.plan.settings import parse_settings
 
 OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000,700]"
@@ -81,3 +85,18 @@ def test_the_last_error_line_is_the_jobs_own() -> None:
     assert last_error_line(tail) == "KeyError: 'x_test'"
     assert last_error_line("all good\n") == ""
     assert len(last_error_line("Error " + "x" * 1000)) == 300
+
+
+def test_a_result_reads_back_as_written_and_nothing_else_passes_for_one() -> None:
+    """What a job's process hands back (execute.child.result_bytes) is read by both backends
+    through TaskResult.from_bytes: an unpicklable return value comes back described, and a
+    file that holds anything but a TaskResult is refused by name."""
+    ret = JobReturn(status=JobStatus.COMPLETED, _return_value=0.5)
+    read = TaskResult.from_bytes(result_bytes(TaskResult(TaskEnd.RETURNED, ret)))
+    assert read.end is TaskEnd.RETURNED and read.job_return.return_value == 0.5
+    locked = JobReturn(status=JobStatus.COMPLETED, _return_value=threading.Lock())
+    described = TaskResult.from_bytes(result_bytes(TaskResult(TaskEnd.RETURNED, locked)))
+    assert described.job_return._return_value.startswith("<unpicklable lock: ")
+    assert described.detail.startswith("TypeError: ")
+    with pytest.raises(TypeError, match="should be a TaskResult, not dict"):
+        TaskResult.from_bytes(pickle.dumps({"end": "returned"}))

@@ -32,6 +32,16 @@ class TaskResult:
     code: int | None = None  # EXITED: the exit status
     detail: str = ""  # RAISED: "Type: message"; EXITED: sys.exit's text; RETURNED: a note
 
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TaskResult:
+        """A result as execute.child's `result_bytes` pickled it; TypeError for anything else."""
+        import cloudpickle  # not at import: the plugin scan imports this module
+
+        result = cloudpickle.loads(data)
+        if not isinstance(result, cls):
+            raise TypeError(f"a job's result should be a TaskResult, not {type(result).__name__}")
+        return result
+
 
 class Ending(enum.Enum):
     RETURNED = "returned"  # the task returned (JobReturn COMPLETED)

@@ -17,10 +17,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
 
-import cloudpickle
 import psutil
 
-from ..outcome import Ending, Outcome, outcome_of
+from ..outcome import Ending, Outcome, TaskResult, outcome_of
 from .backend import JobSpec, last_error_line
 from .forked import FORK_READY_S
 from .spare import Preloads, Spare, StatusReader
@@ -161,7 +160,7 @@ class LocalHandle:
 
     def _read_outcome(self, code: int) -> Outcome:
         if self.result_path.exists():
-            result = cloudpickle.loads(self.result_path.read_bytes())
+            result = TaskResult.from_bytes(self.result_path.read_bytes())
             self.result_path.unlink()
             return outcome_of(result, self._err)
         if code < 0:

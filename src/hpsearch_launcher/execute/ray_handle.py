@@ -11,9 +11,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
-from ..outcome import Ending, Outcome, outcome_of
+from ..outcome import Ending, Outcome, TaskResult, outcome_of
 from .backend import JobSpec, last_error_line
 from .job_process import file_tail
 
@@ -68,7 +66,7 @@ class RayHandle:
             )
         except rx.RayError as err:
             return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {first_line(err)}")
-        return outcome_of(cloudpickle.loads(data), self._err, placement=where)
+        return outcome_of(TaskResult.from_bytes(data), self._err, placement=where)
 
     def _err(self) -> str:
         return last_error_line(self.log_tail())
