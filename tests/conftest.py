@@ -78,6 +78,8 @@ def measure_cold_start_s() -> float:
 # cold_start_s on a quiet 2-core machine, rounded up (measured: 0.35 s).
 QUIET_COLD_START_S = 0.5
 COLD_START = pytest.StashKey[float]()
+# stretch_for this worker's cold start, measured as the tests were collected (1.0 before).
+STRETCH = 1.0
 
 
 def stretch_for(cold_start_s: float) -> float:
@@ -89,8 +91,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Every test's hang bound (pytest-timeout's: the ini's, or the test's own mark) times how
     much slower than a quiet machine this one starts a process now: a loaded machine stretches
     the bound with the work, a quiet one keeps it as written. Measured once per worker."""
+    global STRETCH
     cold = config.stash[COLD_START] = measure_cold_start_s()
-    factor = stretch_for(cold)
+    factor = STRETCH = stretch_for(cold)
     if factor == 1.0:
         return
     default = float(config.getini("timeout") or 0)
@@ -159,9 +162,25 @@ def roles(procs: list[psutil.Process]) -> dict[str, int]:
     return counts
 
 
+def wait_until(done: Callable[[], object], within: float, what: str) -> None:
+    """Wait until `done()` holds, or fail naming `what`. `within` is the wait on a quiet
+    machine: a loaded one stretches it (STRETCH)."""
+    deadline = time.monotonic() + within * STRETCH
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {within * STRETCH:.0f} s for {what}")
+        time.sleep(0.05)
+
+
+def wait_for(*paths: Path, within: float = 60) -> None:
+    """Wait until every one of `paths` exists (a job's mark), as wait_until waits."""
+    wait_until(lambda: all(p.exists() for p in paths), within, f"{[str(p) for p in paths]}")
+
+
 def wait_for_roles(tag: str, wanted: dict[str, int], within: float = 30) -> dict[str, int]:
-    """Wait until the tagged processes have (at least) these roles; return the counts seen."""
-    deadline = time.monotonic() + within
+    """Wait until the tagged processes have (at least) these roles; return the counts seen.
+    `within` is stretched as wait_until's is."""
+    deadline = time.monotonic() + within * STRETCH
     while True:
         seen = roles(processes_tagged(tag))
         if all(seen[k] >= v for k, v in wanted.items()) or time.monotonic() > deadline:
@@ -170,7 +189,8 @@ def wait_for_roles(tag: str, wanted: dict[str, int], within: float = 30) -> dict
 
 
 def wait_no_tagged(tag: str, within: float) -> list[psutil.Process]:
-    deadline = time.monotonic() + within
+    """Wait until no tagged process is left (stretched as wait_until's); return those left."""
+    deadline = time.monotonic() + within * STRETCH
     while (left := processes_tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import psutil
 import pytest
 from apps.probe import probe
-from conftest import PROBE, read_records, role
+from conftest import PROBE, read_records, role, wait_for
 
 from hpsearch_launcher import nvml
 from hpsearch_launcher.execute import room
@@ -149,13 +149,6 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeN
     fake = FakeNvml(tmp_path / "nvml.json")
     use_fake_nvml(monkeypatch, fake)
     yield fake
-
-
-def wait_for(path: Path, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from apps.probe import probe
-from conftest import PROBE, Runner, processes_tagged, read_records, wait_for_roles
+from conftest import PROBE, Runner, processes_tagged, read_records, wait_for, wait_for_roles
 from hydra.core.utils import JobReturn, JobStatus
 
 from hpsearch_launcher.plan.settings import WARM_STARTS
@@ -134,13 +134,6 @@ def test_other_failures_retry_only_when_asked(
     assert (row["status"], row["attempts"]) == (status, attempts)
 
 
-def wait_for(paths: list[Path], within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not all(p.exists() for p in paths):
-        assert time.monotonic() < deadline, f"never appeared: {paths}"
-        time.sleep(0.1)
-
-
 @pytest.mark.parametrize(
     ("sig", "exit_code"),
     [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)],
@@ -157,7 +150,7 @@ def test_stopping_the_sweep_ends_every_job_tree(
         "hydra.launcher.warm_start=spawn",
     )
     sweep = runner.popen(args)
-    wait_for([marks / "start-0", marks / "start-1"])
+    wait_for(marks / "start-0", marks / "start-1")
     # 2 jobs, their 2 grandchildren, and a spare waiting for each queued job.
     wanted = {"job": 2, "grandchild": 2, "spare": 2, "server": 0}
     assert wait_for_roles(runner.tag, wanted) == wanted

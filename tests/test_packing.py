@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import Runner, read_records, simulated_gpus_env
+from conftest import Runner, read_records, simulated_gpus_env, wait_until
 from omegaconf import OmegaConf
 
 from hpsearch_launcher.execute.backend import Execution
@@ -359,10 +359,13 @@ def at_start(spans: dict[int, tuple[float, float]], num: int) -> int:
 
 
 def wait_for_ends(marks: Path, count: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 120
-    while len(list(marks.glob("end-*"))) < count:
-        assert time.monotonic() < deadline and proc.poll() is None, f"{count} jobs did not end"
-        time.sleep(0.1)
+    def ended() -> bool:
+        if len(list(marks.glob("end-*"))) >= count:
+            return True
+        assert proc.poll() is None, f"the sweep exited before {count} jobs ended"
+        return False
+
+    wait_until(ended, 120, f"{count} jobs to end")
 
 
 @pytest.mark.slow

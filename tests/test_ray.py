@@ -27,6 +27,7 @@ from conftest import (
     read_records,
     simulated_gpus_env,
     wait_no_tagged,
+    wait_until,
 )
 
 from hpsearch_launcher import contract
@@ -253,8 +254,8 @@ def test_local_ray_packs_jobs_per_declared_gpu_and_records_like_local(
     assert not (tmp_path / "sweep" / ".hpsearch-sweep").exists()
     # Each worker was used once and is gone; the hang job's grandchild went with its worker.
     pids = [r["pid"] for r in records]
-    _wait_for(lambda: not [p for p in pids if psutil.pid_exists(p)], 30 * stretch, "the workers")
-    _wait_for(lambda: not _processes_with(RAY_TASK), 30 * stretch, "the sweep's Ray workers")
+    wait_until(lambda: not [p for p in pids if psutil.pid_exists(p)], 30, "the workers")
+    wait_until(lambda: not _processes_with(RAY_TASK), 30, "the sweep's Ray workers")
     assert not _processes_with(f"time.sleep(600) {marks}")  # the hang job's grandchild
 
 
@@ -305,7 +306,7 @@ def test_a_node_that_does_not_see_the_sweeps_mark_fails_its_jobs_with_the_reason
         ]
     )
     try:
-        _wait_for(lambda: len(list(marks.glob("start-*"))) == 2, 60 * stretch, "2 jobs")
+        wait_until(lambda: len(list(marks.glob("start-*"))) == 2, 60, "2 jobs")
         (tmp_path / "sweep" / ".hpsearch-sweep").write_text("another sweep's token")
         (marks / "hold").unlink()
         out, _ = proc.communicate(timeout=120 * stretch)
@@ -360,14 +361,6 @@ def two_nodes() -> Iterator[tuple[Cluster, object]]:
     cluster.shutdown()
 
 
-def _wait_for(predicate, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {within}s for {what}")
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
     runner: Runner, marks: Path, tmp_path: Path, two_nodes: tuple[Cluster, object], stretch: float
@@ -380,9 +373,9 @@ def test_two_nodes_a_lost_node_fails_only_its_jobs_which_run_again(
     )
     try:
         # Jobs 0-3 end; jobs 4-7 then hold the 4 slots: 2 on each node's GPU.
-        _wait_for(
+        wait_until(
             lambda: all((marks / f"start-{n}").exists() for n in range(4, 8)),
-            90 * stretch,
+            90,
             "jobs 4-7",
         )
         cluster.remove_node(node, allow_graceful=False)  # its raylet and workers killed
@@ -426,15 +419,13 @@ def test_a_node_that_joins_mid_sweep_takes_jobs(
             env={"RAY_ADDRESS": cluster.address},
         )
         try:
-            _wait_for(
-                lambda: len(list(marks.glob("start-*"))) == 2, 60 * stretch, "the head's 2 jobs"
-            )
+            wait_until(lambda: len(list(marks.glob("start-*"))) == 2, 60, "the head's 2 jobs")
             time.sleep(1)
             assert len(list(marks.glob("start-*"))) == 2  # one GPU: 2 slots, no more
             joined = cluster.add_node(num_cpus=2, num_gpus=1)
-            _wait_for(
+            wait_until(
                 lambda: len(list(marks.glob("start-*"))) == 4,
-                60 * stretch,
+                60,
                 "2 jobs on the new node",
             )
             (marks / "hold").unlink()
@@ -463,15 +454,15 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
             on_cluster(runner, marks, "x=range(4)", "mode=hang"),
             env={"RAY_ADDRESS": cluster.address},
         )
-        _wait_for(
+        wait_until(
             lambda: (marks / "start-0").exists() and (marks / "start-1").exists(),
-            60 * stretch,
+            60,
             "2 jobs",
         )
         # The cluster's workers are not the runner's: their jobs' children carry no tag, but
         # their command names this test's marks dir.
         hanging = functools.partial(_processes_with, f"time.sleep(600) {marks}")
-        _wait_for(lambda: len(hanging()) >= 2, 30 * stretch, "2 grandchildren")
+        wait_until(lambda: len(hanging()) >= 2, 30, "2 grandchildren")
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=60 * stretch)
         assert proc.returncode == 128 + signum, out
@@ -480,7 +471,7 @@ def test_stopping_the_sweep_leaves_no_task_on_the_cluster(
         assert table["device"].str.match(PLACEMENT.pattern).all()  # where each was stopped
         # Nothing of the sweep is left: no task running, its workers and their children gone,
         # and the cluster's GPU all free again (asked by a new driver).
-        _wait_for(lambda: not _processes_with(RAY_TASK), 15 * stretch, "the sweep's Ray workers")
+        wait_until(lambda: not _processes_with(RAY_TASK), 15, "the sweep's Ray workers")
         assert not hanging()
         free = subprocess.run(
             [
@@ -509,7 +500,7 @@ def test_a_killed_sweep_leaves_nothing_of_its_own_ray(
         [*runner.probe_sweep(marks, "x=1,2", "mode=hang"), "hydra.launcher.backend=ray"]
     )
     hanging = functools.partial(_processes_with, "time.sleep(600)", runner.tag)
-    _wait_for(lambda: len(hanging()) >= 2, 60 * stretch, "2 jobs' grandchildren")
+    wait_until(lambda: len(hanging()) >= 2, 60, "2 jobs' grandchildren")
     assert len(_processes_with(RAY_TASK, runner.tag)) == 2
     proc.kill()
     proc.communicate(timeout=30 * stretch)

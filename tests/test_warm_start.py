@@ -21,6 +21,7 @@ from conftest import (
     read_records,
     roles,
     simulated_gpus_env,
+    wait_for,
     wait_for_roles,
 )
 
@@ -139,13 +140,6 @@ def test_a_job_ends_without_interpreter_teardown_yet_keeps_its_files(
         text = (marks / f"unclosed-{pid}.txt").read_text()
         assert text == "written, never flushed or closed\n"
         assert (marks / f"atexit-{pid}").exists()
-
-
-def wait_for(path: Path, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 def test_no_spare_waits_once_the_queue_is_empty(
