@@ -9,12 +9,14 @@ from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import cloudpickle
 import pytest
 from hydra._internal.hydra import Hydra
 from hydra._internal.utils import create_config_search_path
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
+from hydra.plugins.sweeper import Sweeper
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
@@ -134,10 +136,51 @@ def test_a_job_costs_no_composition_and_no_copy_of_its_config(
     def preflight(cfg: DictConfig) -> None:
         seen.append((HydraConfig.get().job.num, cfg.hydra.job.num, cfg.hydra.job.override_dirname))
 
-    master = composer_for(hydra).master
+    composer = composer_for(hydra)
     jobs = [[f"lr={lr}", f"model={model}"] for lr in (0.1, 0.2, 0.3) for model in ("mlp", "cnn")]
-    made = compose_jobs(master, loader, preflight, jobs, 0, {})
+    made = compose_jobs(composer, preflight, jobs, 0, {})
     assert dict(calls) == {"compose": 4}
     assert [num for num, _, _ in seen] == [job.num for job in made] == list(range(6))
     assert all(ours == num for num, ours, _ in seen)
     assert seen[5][2] == "lr=0.3,model=cnn"
+
+
+def test_the_sweepers_check_is_composed_once_and_each_job_takes_its_config(
+    hydra: Hydra, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hydra's sweepers compose every job of a batch to check it (validate_batch_is_legal)
+    before launch() composes it again: through the launcher's Composer, Hydra composes only
+    the templates and their checks, each job gets the config the check composed (a repeated
+    job its own), and a config that is not the sweep's still goes to Hydra."""
+    composed: list[list[str]] = []
+    hydras = hydra.config_loader.load_sweep_config
+
+    def counted(master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        composed.append(list(sweep_overrides))
+        return hydras(master_config, sweep_overrides)
+
+    monkeypatch.setattr(hydra.config_loader, "load_sweep_config", counted)
+    composer = composer_for(hydra)
+    composer.serve_sweeper_checks()
+    batch = [[f"lr={lr}", f"model={m}"] for lr in (0.1, 0.2) for m in ("mlp", "cnn")]
+    batch.append(batch[0])
+    sweeper = SimpleNamespace(hydra_context=SimpleNamespace(config_loader=hydra.config_loader))
+    sweeper.config = composer.master
+    payload = len(cloudpickle.dumps(hydra.config_loader))
+    Sweeper.validate_batch_is_legal(sweeper, batch)  # type: ignore[arg-type]
+    checked = [cfg for cfgs in composer.checked.values() for cfg in cfgs]
+    assert len(composed) == 4 and len(checked) == 5
+    # The loader goes to every job's process (Hydra's context): without what was checked.
+    assert len(cloudpickle.dumps(hydra.config_loader)) == payload
+    restored = pickle.loads(cloudpickle.dumps(hydra.config_loader))
+    assert restored.load_sweep_config.__func__ is type(restored).load_sweep_config
+    made = compose_jobs(composer, None, batch, 0, {})
+    assert len(composed) == 4, "a job was composed again after the sweeper's check"
+    assert sorted(map(id, checked)) == sorted(id(job.config) for job in made)
+    assert [job.config.hydra.job.num for job in made] == list(range(5))
+    assert (made[0].config.lr, made[-1].config.lr) == (0.1, 0.1)
+    assert composer.checked == {}
+    other = hydra.compose_config("config", overrides=[], run_mode=RunMode.MULTIRUN)
+    assert hydra.config_loader.load_sweep_config(other, ["lr=0.5"]).lr == 0.5
+    assert len(composed) == 5 and composer.checked == {}
+    assert Composer(hydra.config_loader, other)._load == counted, "Hydra's, not the hook"

@@ -34,6 +34,8 @@ class HpsearchLauncher(Launcher):
         self.records: Any = None
         # The sweep dir as it was before the sweeper touched it: put back on a refusal.
         self.sweep_dir_before: Any = None
+        # Composes the sweep's jobs (plan.compose.Composer), the sweeper's checks of them too.
+        self.composer: Any = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -42,10 +44,13 @@ class HpsearchLauncher(Launcher):
         self.task_function = task_function
         self.hydra_context = hydra_context
         from hpsearch_launcher import launch as _core
+        from hpsearch_launcher.plan.compose import Composer
 
         # Hydra's sweepers set up the launcher before they make the sweep dir.
         with _core.one_line_errors():
             self.sweep_dir_before = _core.SweepDirBefore.look(config)
+        self.composer = Composer(hydra_context.config_loader, config)
+        self.composer.serve_sweeper_checks()
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int

@@ -49,8 +49,7 @@ def launch(
 
     def batch(config: DictConfig, settings: LauncherSettings, recorder: Recorder) -> Feed:
         jobs = compose_jobs(
-            config,
-            launcher.hydra_context.config_loader,
+            launcher.composer,
             getattr(launcher.task_function, "preflight", None),
             job_overrides,
             # Not the sweeper's initial_job_idx: resumed jobs keep their numbers and take none.
@@ -75,8 +74,7 @@ def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: i
 
     def asked(config: DictConfig, settings: LauncherSettings, recorder: Recorder) -> Feed:
         factory = JobFactory(
-            config,
-            launcher.hydra_context.config_loader,
+            launcher.composer,
             getattr(launcher.task_function, "preflight", None),
             set(swept_keys),
             recorder.resumable() if settings.resume else {},

@@ -10,13 +10,18 @@ with its value overrides applied the way Hydra applies them, and its own `hydra.
 and `hydra.job.override_dirname`; each distinct override is parsed once. The first job of every
 template is also composed by Hydra itself and compared: on any difference (or any override this
 does not handle) the sweep goes back to Hydra's own path for every job.
+
+Hydra's sweepers check a batch before they launch it (`Sweeper.validate_batch_is_legal`: Hydra's
+own composition of every job, ~50 ms each, a minute of one core for 1,000 jobs before the
+first starts), then the launcher composes every job again. `serve_sweeper_checks` has that
+check compose through the Composer, and keeps what it composed for the job itself.
 """
 
 from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cloudpickle
@@ -37,9 +42,32 @@ class Composer:
         self.parsed: dict[str, tuple[Override, bool]] = {}  # an override, and if it is a group
         self.fast = True
         self.controller = _controller(master)
+        # Hydra's own, also where an earlier Composer serves this loader's checks.
+        load = config_loader.load_sweep_config
+        self._load = getattr(load, "hydras", load)
+        # Configs the sweeper's check composed, by overrides, each for one job (a sweep may
+        # hold the same overrides twice: each job gets its own config).
+        self.checked: dict[tuple[str, ...], list[DictConfig]] = {}
+
+    def serve_sweeper_checks(self) -> None:
+        """Compose what the sweeper checks of this sweep (its loader's load_sweep_config of
+        the master config) here, and keep each config for the job's compose(); any other
+        config still goes to Hydra's own load_sweep_config."""
+        self.loader.load_sweep_config = SweeperChecks(self, self._load)
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
-        """The job's sweep config (its hydra node included), before hydra.job.num is set."""
+        """The job's sweep config (its hydra node included), before hydra.job.num is set: the
+        one the sweeper's check composed for it, if it did."""
+        kept = self.checked.get(tuple(overrides))
+        cfg = kept.pop() if kept else self._composed(overrides)
+        self._same_controller(cfg)
+        return cfg
+
+    def drop_checked(self) -> None:
+        """Forget what the sweeper checked and no job took (its batch was composed)."""
+        self.checked.clear()
+
+    def _composed(self, overrides: Sequence[str]) -> DictConfig:
         cfg = None
         if self.fast:
             try:
@@ -47,8 +75,7 @@ class Composer:
             except Exception as err:  # anything unforeseen: Hydra's own path, from now on
                 self._give_up(f"{type(err).__name__}: {err}")
         if cfg is None:
-            cfg = self.loader.load_sweep_config(self.master, list(overrides))
-        self._same_controller(cfg)
+            cfg = self._load(self.master, list(overrides))
         return cfg
 
     def _same_controller(self, cfg: DictConfig) -> None:
@@ -74,7 +101,7 @@ class Composer:
         key = tuple(str(o.input_line) for o, group in pairs if group)
         first = key not in self.templates
         if first:  # cloudpickle: a structured config's class from __main__ pickles too
-            template = self.loader.load_sweep_config(self.master, list(key))
+            template = self._load(self.master, list(key))
             self.templates[key] = cloudpickle.dumps(template)
         cfg = pickle.loads(self.templates[key])
         values = [o for o, group in pairs if not group]
@@ -98,13 +125,35 @@ class Composer:
 
     def _check(self, cfg: DictConfig, overrides: list[str]) -> None:
         """The template's first job, against Hydra's own composition of it."""
-        theirs = self.loader.load_sweep_config(self.master, overrides)
+        theirs = self._load(self.master, overrides)
         if _plain(theirs) != _plain(cfg):
             raise ValueError(f"composed differently from Hydra for {overrides}")
 
     def _give_up(self, why: str) -> None:
         self.fast = False
         log.debug("hpsearch: composing each job with Hydra's load_sweep_config (%s)", why)
+
+
+class SweeperChecks:
+    """Hydra's loader's load_sweep_config while a Composer serves the sweeper's checks."""
+
+    def __init__(self, composer: Composer, hydras: Callable[..., DictConfig]) -> None:
+        self.composer = composer
+        self.hydras = hydras
+
+    def __call__(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        composer = self.composer
+        if master_config is not composer.master:
+            return self.hydras(master_config, sweep_overrides)
+        cfg = composer._composed(sweep_overrides)
+        composer.checked.setdefault(tuple(sweep_overrides), []).append(cfg)
+        return cfg
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """The loader goes to every job's process with Hydra's context: there it has Hydra's
+        own method again (getattr runs before the loader's attributes are set back), and the
+        sweep's composed configs are not pickled with it."""
+        return (getattr, (self.composer.loader, "load_sweep_config"))
 
 
 def _set_override_dirname(cfg: DictConfig, parsed: list[Override]) -> None:

@@ -52,7 +52,7 @@ Preflight = Callable[[DictConfig], None]
 class JobFactory:
     """Makes a sweep's jobs one at a time, as they are needed: composed, checked, named.
 
-    `config`: the sweep's config; `config_loader`: Hydra's, composes each job; `preflight`:
+    `composer`: composes each job of the sweep (its config, Hydra's loader); `preflight`:
     the task's own check of a job's config (raises ValueError); `keys`: the swept keys, which
     name run dirs and become results.csv columns. `finished`: earlier rows that finished, by
     config hash; each is matched to at most one job (a sweep may hold the same config twice:
@@ -61,17 +61,16 @@ class JobFactory:
 
     def __init__(
         self,
-        config: DictConfig,
-        config_loader: Any,
+        composer: Composer,
         preflight: Preflight | None,
         keys: set[str],
         finished: Mapping[str, Iterable[Mapping[str, str]]],
     ) -> None:
         self.keys = keys
         self.preflight = preflight
-        self.name_runs = subdir_is_default(config, config_loader)
+        self.name_runs = subdir_is_default(composer.master, composer.loader)
         self.unused = {h: list(rows) for h, rows in finished.items()}
-        self.composer = Composer(config_loader, config)
+        self.composer = composer
 
     def make(self, index: int, overrides: Sequence[str], num: int) -> Job:
         """The job at `index` of its batch (or the stream's), numbered `num` if it is new; one
@@ -104,8 +103,7 @@ class JobFactory:
 
 
 def compose_jobs(
-    config: DictConfig,
-    config_loader: Any,
+    composer: Composer,
     preflight: Preflight | None,
     job_overrides: Sequence[Sequence[str]],
     first_num: int,
@@ -115,12 +113,15 @@ def compose_jobs(
     the sweep first); the keys that vary across the batch name them. A resumed job keeps its
     earlier row's number; the others are numbered on from `first_num`, in order, with no gaps
     where resumed jobs are."""
-    keys = varying_keys(job_overrides, swept_keys(config))
-    factory = JobFactory(config, config_loader, preflight, keys, finished)
+    keys = varying_keys(job_overrides, swept_keys(composer.master))
+    factory = JobFactory(composer, preflight, keys, finished)
     jobs = []
-    for index, overrides in enumerate(job_overrides):
-        jobs.append(factory.make(index, overrides, first_num))
-        first_num += jobs[-1].previous is None
+    try:
+        for index, overrides in enumerate(job_overrides):
+            jobs.append(factory.make(index, overrides, first_num))
+            first_num += jobs[-1].previous is None
+    finally:
+        composer.drop_checked()
     return jobs
 
 
