@@ -5,9 +5,11 @@ from __future__ import annotations
 import pickle
 import signal
 import threading
+from dataclasses import fields
 
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher.execute.backend import last_error_line
 from hpsearch_launcher.execute.child import result_bytes
@@ -100,3 +102,20 @@ def test_a_result_reads_back_as_written_and_nothing_else_passes_for_one() -> Non
     assert described.detail.startswith("TypeError: ")
     with pytest.raises(TypeError, match="should be a TaskResult, not dict"):
         TaskResult.from_bytes(pickle.dumps({"end": "returned"}))
+
+
+def test_a_results_configs_are_unpickled_only_when_read() -> None:
+    """The configs a job's JobReturn carries back are most of its result and most of the
+    sweep's CPU per job to unpickle: the sweep reads them only if asked (Hydra's launcher
+    tests and callbacks do), and then they are what the job had."""
+    cfg, hydra_cfg = OmegaConf.create({"lr": 0.1}), OmegaConf.create({"hydra": {"job": {}}})
+    ret = JobReturn(["lr=0.1"], cfg, hydra_cfg, "/w", "t", JobStatus.COMPLETED, 0.5)
+    read = TaskResult.from_bytes(result_bytes(TaskResult(TaskEnd.RETURNED, ret)))
+    back = read.job_return
+    assert isinstance(back, JobReturn) and back.return_value == 0.5
+    assert not any(isinstance(v, DictConfig) for v in vars(back).values()), "unpickled early"
+    assert (back.cfg, back.hydra_cfg) == (cfg, hydra_cfg)
+    assert isinstance(back.cfg, DictConfig)
+    assert [getattr(back, f.name) for f in fields(JobReturn)] == list(vars(ret).values())
+    back.cfg = None
+    assert back.cfg is None and back.hydra_cfg == hydra_cfg

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..atomic import write_json_atomic
 from ..contract import END_FILE, REPORTS, REPORTS_FILE
-from ..outcome import TaskEnd, TaskResult
+from ..outcome import PackedJobReturn, TaskEnd, TaskResult
 from ..text import short_repr
 from .child_status import ImportWatch, Status, preload_modules
 from .wire import Ticket, more_modules
@@ -202,9 +202,12 @@ def _write_end(run_dir: str, value: Any, overrides: list[str]) -> None:
 
 
 def result_bytes(result: TaskResult) -> bytes:
-    """The result pickled; an unpicklable return value is handed back as its description."""
+    """The result pickled (its JobReturn's configs kept pickled apart: PackedJobReturn); an
+    unpicklable return value is handed back as its description."""
     import cloudpickle
 
+    if result.job_return is not None:
+        result = dataclasses.replace(result, job_return=PackedJobReturn.pack(result.job_return))
     try:
         return bytes(cloudpickle.dumps(result))
     except Exception as err:
