@@ -26,6 +26,7 @@ from ..nvml import GpuMemory
 from ..outcome import Outcome
 from ..plan.env import job_env
 from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
+from .wire import Ticket
 
 _ERROR_LINE = re.compile(r"error|exception|fatal|abort|killed|out of memory", re.IGNORECASE)
 
@@ -114,6 +115,16 @@ class JobSpec:
     stderr_path: str
     share: float = 1.0  # the part of its slot group it holds: 1/jobs_per_gpu, or 1 when alone
     subdir: str = ""  # the run dir claimed for it (hydra.sweep.subdir); "": as its config says
+
+    def ticket(self, **backends: Any) -> Ticket:
+        """What its process is sent: this attempt, and the fields of the backend's own."""
+        return Ticket(
+            config=self.payload,  # pickled once, by the sweep: unpickled by the job
+            stdout=self.stdout_path,
+            stderr=self.stderr_path,
+            subdir=self.subdir,
+            **backends,
+        )
 
 
 class JobHandle(Protocol):

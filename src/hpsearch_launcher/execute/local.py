@@ -36,7 +36,7 @@ from .forking import Forking
 from .job_process import LocalHandle, end_trees, hand_over, signal_tree
 from .spare import Preloads, StatusReader
 from .spare_pool import SparePool
-from .wire import Ticket, job_line
+from .wire import job_line
 
 
 class LocalBackend:
@@ -64,14 +64,7 @@ class LocalBackend:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
         result = stem.with_suffix(".out")
         job_file = stem.with_suffix(".pkl")
-        ticket = Ticket(
-            config=spec.payload,  # pickled once, by the sweep: unpickled by the job
-            stdout=spec.stdout_path,
-            stderr=spec.stderr_path,
-            subdir=spec.subdir,
-            result=str(result),
-        )
-        job_file.write_bytes(ticket.to_bytes())
+        job_file.write_bytes(spec.ticket(result=str(result)).to_bytes())
         message = job_line(str(job_file))
 
         def cold() -> tuple[subprocess.Popen[bytes], StatusReader]:

@@ -30,7 +30,6 @@ from .backend import Execution, JobHandle, JobSpec, Wanted, sweep_sys_path
 from .ray_handle import RayHandle, first_line
 from .ray_worker import run_on_node
 from .remote import write_mark
-from .wire import Ticket
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -67,15 +66,7 @@ class RayBackend:
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
         shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
         started = self.started_dir / f"{spec.num}-{spec.attempt}"
-        ticket = Ticket(
-            config=spec.payload,  # pickled once, by the sweep: unpickled by the job
-            stdout=spec.stdout_path,
-            stderr=spec.stderr_path,
-            subdir=spec.subdir,
-            started=str(started),
-            cwd=self.cwd,
-            sys_path=self.sys_path,
-        )
+        ticket = spec.ticket(started=str(started), cwd=self.cwd, sys_path=self.sys_path)
         ref = self.remote.options(
             num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
             num_cpus=self.num_cpus,
