@@ -4,6 +4,7 @@
     python bench/launchers.py --only tf8 sleep16 --repeats 2
     python bench/launchers.py --only tf8 --contenders "hpsearch warm" "hpsearch ray"
     python bench/launchers.py --only scale --scale 100 1000
+    python bench/launchers.py --only scale --scale 1000 --baseline /tmp/old   # side by side
 
 Workloads (2 slots each; a "slot" is what a GPU box would give one job):
   tf8, tf3     8 jobs that import TensorFlow, build a model and hold the "GPU" 8 s / 3 s
@@ -272,7 +273,7 @@ def bench_digits(repeats: int, work: Path) -> None:
         print(f"| {name} | {best:.1f} |")
 
 
-def bench_scale(work: Path, sizes: list[int]) -> None:
+def bench_scale(work: Path, sizes: list[int], baseline: Path | None) -> None:
     print("\n## scale: trivial jobs under hpsearch's spawned spares and fork server, 2 slots")
     print(
         "| warm_start | jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
@@ -280,12 +281,14 @@ def bench_scale(work: Path, sizes: list[int]) -> None:
         "p50 / p99 (ms) |"
     )
     print("|---|---|---|---|---|---|---|")
-    for jobs in sizes:  # side by side: the same noise for both
+    for jobs in sizes:  # side by side: the same noise for each
+        if baseline is not None:  # an older checkout's launcher, at its own default
+            _scale_once(work, jobs, "true", baseline)
         for warm_start in ("spawn", "fork"):
             _scale_once(work, jobs, warm_start)
 
 
-def _scale_once(work: Path, jobs: int, warm_start: str) -> None:
+def _scale_once(work: Path, jobs: int, warm_start: str, code: Path | None = None) -> None:
     marks = Path(tempfile.mkdtemp(dir=work, prefix=f"scale{jobs}-"))
     w = Workload(f"scale{jobs}", jobs, "trivial", 0.0)
     command = [
@@ -300,8 +303,11 @@ def _scale_once(work: Path, jobs: int, warm_start: str) -> None:
     ]
     started = time.monotonic()
     log = marks / "sweep.log"  # a file, not a pipe: nobody reads a pipe while it runs
+    env = None if code is None else dict(os.environ, PYTHONPATH=f"{code / 'src'}:{code}")
     with log.open("w") as out_file:
-        proc = subprocess.Popen(command, stdout=out_file, stderr=subprocess.STDOUT, cwd=marks)
+        proc = subprocess.Popen(
+            command, stdout=out_file, stderr=subprocess.STDOUT, cwd=marks, env=env
+        )
     watched = psutil.Process(proc.pid)
     peak, cpu = 0, 0.0
     while proc.poll() is None:
@@ -323,8 +329,9 @@ def _scale_once(work: Path, jobs: int, warm_start: str) -> None:
     ends, starts = sorted(r["end"] for r in records), sorted(r["start"] for r in records)
     gaps = sorted(starts[i] - ends[i - SLOTS] for i in range(SLOTS, len(starts)))
     p50, p99 = (gaps[int(q * (len(gaps) - 1))] * 1000 for q in (0.5, 0.99))
+    label = warm_start if code is None else f"{warm_start} ({code})"
     print(
-        f"| {warm_start} | {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} "
+        f"| {label} | {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} "
         f"| {p50:.0f} / {p99:.0f} |"
     )
 
@@ -340,6 +347,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--contenders", nargs="*", default=None, help="e.g. 'hpsearch warm'")
     parser.add_argument("--scale", nargs="*", type=int, default=[100, 300, 1000], help="jobs")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="scale: also run this checkout's launcher first (e.g. a `git worktree` of an "
+        "older commit), at warm_start=true",
+    )
     args = parser.parse_args()
     chosen = args.only or [*WORKLOADS, "digits4", "scale"]
     version = sys.version.split()[0]
@@ -352,7 +366,7 @@ def main() -> None:
             elif name == "digits4":
                 bench_digits(args.repeats, work)
             elif name == "scale":
-                bench_scale(work, args.scale)
+                bench_scale(work, args.scale, args.baseline)
 
 
 if __name__ == "__main__":
