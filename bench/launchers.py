@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -278,9 +279,9 @@ def bench_scale(work: Path, sizes: list[int], baseline: Path | None) -> None:
     print(
         "| warm_start | jobs | first job starts after launch() (s) | sweep's peak RSS (MB) "
         "| sweep CPU per job (ms) | wall (s) | a task's end to the next one's first line, "
-        "p50 / p99 (ms) |"
+        "p50 / p99 (ms) | a freed slot to the next task's first line, p50 / p99 (ms) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for jobs in sizes:  # side by side: the same noise for each
         if baseline is not None:  # an older checkout's launcher, at its own default
             _scale_once(work, jobs, "true", baseline)
@@ -327,13 +328,34 @@ def _scale_once(work: Path, jobs: int, warm_start: str, code: Path | None = None
     # The i-th task to begin took the slot the (i - SLOTS)-th to end gave back: the gap is the
     # process's exit, the sweep's noticing, and the next process's start (fork or hand-over).
     ends, starts = sorted(r["end"] for r in records), sorted(r["start"] for r in records)
-    gaps = sorted(starts[i] - ends[i - SLOTS] for i in range(SLOTS, len(starts)))
-    p50, p99 = (gaps[int(q * (len(gaps) - 1))] * 1000 for q in (0.5, 0.99))
+    p50, p99 = _quantiles([starts[i] - ends[i - SLOTS] for i in range(SLOTS, len(starts))])
+    # From the sweep's own line for a job's end (logged once its slot is free and its end
+    # recorded) to the first line of the task that took the slot.
+    freed = sorted(_logged_at(line) for line in out.splitlines() if _DONE.match(line))
+    free50, free99 = _quantiles([starts[i] - freed[i - SLOTS] for i in range(SLOTS, len(starts))])
     label = warm_start if code is None else f"{warm_start} ({code})"
     print(
         f"| {label} | {jobs} | {first:.2f} | {peak / 2**20:.0f} | {per_job:.1f} | {wall:.0f} "
-        f"| {p50:.0f} / {p99:.0f} |"
+        f"| {p50:.0f} / {p99:.0f} | {free50:.0f} / {free99:.0f} |"
     )
+
+
+_DONE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]\[[^]]*\] job \d+ done ")
+
+
+def _logged_at(line: str) -> float:
+    """When a log line of the sweep's was written (Hydra's format: local time, milliseconds)."""
+    found = _DONE.match(line)
+    assert found is not None
+    stamp, ms = found.groups()
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+
+
+def _quantiles(gaps: list[float]) -> tuple[float, float]:
+    """p50 and p99 of `gaps` (s), in ms."""
+    gaps = sorted(gaps)
+    p50, p99 = (gaps[int(q * (len(gaps) - 1))] * 1000 for q in (0.5, 0.99))
+    return p50, p99
 
 
 def _printed(out: str, tag: str) -> float:
