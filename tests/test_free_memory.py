@@ -200,7 +200,8 @@ class SharedGpuNvml:
     """NVML on a 1000 MB GPU shared with another user, telling processes apart as the real
     one does: each of this sweep's job processes on it holds JOB_MB, counted in `used`
     always but in `ours` only when its pid is among those asked about. The other user's
-    OTHER_MB arrive once `arrival` exists."""
+    OTHER_MB arrive once `arrival` exists. A job forked by the fork server (the default) is
+    the sweep's grandchild: NVML sees it all the same."""
 
     JOB_MB, OTHER_MB = 100, 300
 
@@ -210,7 +211,7 @@ class SharedGpuNvml:
 
     def __call__(self, gpu: str, ours: Collection[int]) -> GpuMemory:
         others = self.OTHER_MB if self.arrival.exists() else 0
-        jobs = {p.pid for p in psutil.Process().children() if job_on(p, gpu)}
+        jobs = {p.pid for p in psutil.Process().children(recursive=True) if job_on(p, gpu)}
         seen = jobs & set(ours)
         self.asked.append(Asked(frozenset(ours), len(jobs), others))
         used = others + self.JOB_MB * len(jobs)
@@ -222,7 +223,8 @@ class SharedGpuNvml:
 
 
 def job_on(proc: psutil.Process, gpu: str) -> bool:
-    """Whether `proc` is a job's process on `gpu` (warm start off: every one is a job's)."""
+    """Whether `proc` is a job's process on `gpu` (not a spare, the fork server, nor a job's
+    own child)."""
     try:
         environ, status = proc.environ(), proc.status()
     except psutil.Error:
