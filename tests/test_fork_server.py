@@ -1,9 +1,9 @@
 """warm_start=fork: each job's process forked from one server per sweep, still a fresh process
 per job in every promise; and where forking is unsafe, back to spawned spares with one warning.
 
-The end-to-end tests hold the first round of jobs until the sweep has heard the server say it is
-ready (the sweep's debug line with its thread count), so every later job is offered to it, on
-a machine of any speed."""
+The sweep holds its jobs while the server imports (a cold process would import it all again), so
+every job of a sweep whose server is safe is forked, the first round too, on a machine of any
+speed."""
 
 from __future__ import annotations
 
@@ -78,28 +78,13 @@ class ForkSweep:
 def start_fork_sweep(
     runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
 ) -> ForkSweep:
-    """A probe sweep with warm_start=fork whose first round waits until the sweep has heard
-    the server say it is ready (its debug line), or falls back, or ends."""
-    (marks / "hold").touch()
-    sweep = ForkSweep(
+    """A probe sweep with warm_start=fork, its server importing `preload_marker` (50 ms)."""
+    return ForkSweep(
         runner.popen(
-            runner.probe_sweep(marks, "hold_from=0", PRELOAD, FORK, VERBOSE, *args),
+            runner.probe_sweep(marks, PRELOAD, FORK, VERBOSE, *args),
             env=simulated_gpus_env({"PROBE_MARKS": str(marks), **(env or {})}),
         )
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not (sweep.said(SERVER_READY) or sweep.said(NOT_FORKING)):
-            if sweep.proc.poll() is not None:
-                break
-            assert time.monotonic() < deadline, "the fork server never said it was ready"
-            time.sleep(0.05)
-    except BaseException:
-        sweep.proc.kill()
-        raise
-    finally:
-        (marks / "hold").unlink()
-    return sweep
 
 
 def fork_sweep(
@@ -134,8 +119,9 @@ def test_forked_jobs_get_fresh_processes_with_their_slots_environment(
     assert all(r["sid"] == r["pgid"] == r["pid"] for r in records)  # its own session and group
     assert all(r["watchdog"] for r in records)  # each ends with the server (or the sweep)
     later = forked(records, sweep)
-    assert len(later) == 4, out  # the first round started cold; every later job was forked
+    assert len(later) == 8, out  # every job forked, the first round too (it waited for it)
     assert len({r["ppid"] for r in later}) == 1  # by one server
+    assert out.count(SERVER_READY) == 1, out  # heard once: then it forked every job
     for r in records:  # each job's environment is its slot's, set in the child
         assert (r["cuda"], r["fraction"], r["jax_fraction"]) in {
             ("0", "0.45", "0.45"),
@@ -244,9 +230,9 @@ def test_forked_jobs_draw_fresh_numbers_and_a_seed_gives_what_it_gives_spawned(
     )
     assert sweep.returncode == 0, out
     unseeded = forked(read_records(marks), sweep)
-    assert len(unseeded) == 4, out
+    assert len(unseeded) == 6, out
     for which in (0, 1):  # Python's random, NumPy's
-        assert len({r["draws"][which] for r in unseeded}) == 4
+        assert len({r["draws"][which] for r in unseeded}) == 6
 
     (marks / "records.jsonl").unlink()
     seeded = [
@@ -259,7 +245,7 @@ def test_forked_jobs_draw_fresh_numbers_and_a_seed_gives_what_it_gives_spawned(
     sweep, out = fork_sweep(runner, marks, *seeded, *numpy)
     assert sweep.returncode == 0, out
     records = read_records(marks)
-    assert len(forked(records, sweep)) == 4, out
+    assert len(forked(records, sweep)) == 6, out
     (marks / "records.jsonl").unlink()
     spawned = runner.run(
         runner.probe_sweep(marks, "x=0", "seed=7", "hydra.sweep.dir=spawned", *numpy[:1])

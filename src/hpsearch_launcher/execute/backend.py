@@ -155,6 +155,12 @@ class Backend(Protocol):
         environment; raise OSError (or any Exception) if it cannot be created."""
         ...
 
+    def warming(self, env: Mapping[str, str]) -> bool:
+        """Warm start: whether a process made ahead that jobs will start from is on its way,
+        nearer than a cold process would be (the fork server, importing; made now with `env`
+        if there is none): the sweep then holds its queue. A backend without one: False."""
+        ...
+
     def prepare(self, wanted: Wanted) -> None:
         """Warm start: keep `count` processes made ahead, waiting, for each environment
         `wanted` names (keyed by `env_key(env)`), and none for any other. A backend that

@@ -29,7 +29,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .child import discover_hydra_plugins, redirect, run_job_file
@@ -55,6 +55,7 @@ BOOT = (
     "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))"
 )
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+REAP_POLL_S = 0.02  # while it imports, how often the server looks for children that ended
 
 
 def main(
@@ -147,7 +148,8 @@ class Server:
             return False
         message = decode(data)
         if isinstance(message, More):
-            preload_modules(message.modules, self.status)
+            with self._reaping():  # a job that ends meanwhile frees its slot now, not after
+                preload_modules(message.modules, self.status)
             self.status.send(StatusLine(Said.THREADS, threads=native_threads()))
         elif isinstance(message, Fork):
             self._fork(message, fds[0])
@@ -156,6 +158,24 @@ class Server:
     def _tell(self, message: Control) -> None:
         with contextlib.suppress(OSError):  # the sweep is gone: its watchdog ends this one
             self.control.send(encode(message))
+
+    @contextlib.contextmanager
+    def _reaping(self) -> Iterator[None]:
+        """Children reaped (and told of) by a thread while the server imports: an import ahead
+        takes seconds, or hangs until the sweep gives up on it, and meanwhile the sweep must
+        still hear its jobs end. Nothing forks until the thread is gone (fork_unsafe)."""
+        done = threading.Event()
+        reaper = threading.Thread(target=self._reap_until, args=(done,), name="hpsearch-reaper")
+        reaper.start()
+        try:
+            yield
+        finally:
+            done.set()
+            reaper.join()
+
+    def _reap_until(self, done: threading.Event) -> None:
+        while not done.wait(REAP_POLL_S):
+            self._reap()
 
     def _reap(self) -> None:
         while True:

@@ -79,27 +79,45 @@ class Forking:
             on_fork_failure=self._fork_failed,
         )
 
+    def coming(self, env: Mapping[str, str]) -> bool:
+        """Whether the next job should wait for the server rather than start cold: forking,
+        and the server (made now, with `env`, if there is none) still imports. A cold process
+        would import all that again from the start, on the same cores; the server can only
+        be nearer. Any failure (it died, hangs in an import, holds a CUDA context) ends the
+        wait: the sweep falls back to spawning."""
+        self.check()
+        if not self.active:
+            return False
+        if self.server is None:
+            self._make(env)
+        assert self.server is not None
+        return not self.server.ready()
+
     def prepare(self, wanted: Wanted) -> None:
         """Make the server once a process ahead is wanted (with the first such environment:
         each child sets its own); hear what it says; have it import what was learned."""
-        modules = self.preloads.modules()
         server = self.server
         if server is None:
             envs = [env for env, count in wanted.values() if count > 0]
             if envs:
-                control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                self._made += 1
-                path = self.dir / f"fork-server-{self._made}.log"
-                try:
-                    proc, status = self.spawn(envs[0], str(path), modules, theirs)
-                finally:
-                    theirs.close()
-                spare = Spare(proc, path, status, set(modules))
-                self.server = ForkServer(spare, control, {**os.environ, **envs[0]})
+                self._make(envs[0])
             return
-        missing = [m for m in modules if m not in server.spare.has]
+        missing = [m for m in self.preloads.modules() if m not in server.spare.has]
         if missing and server.ready():
             server.ask_more(missing)
+
+    def _make(self, env: Mapping[str, str]) -> None:
+        """Spawn the server, to import the task's module and the modules learned so far."""
+        modules = self.preloads.modules()
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._made += 1
+        path = self.dir / f"fork-server-{self._made}.log"
+        try:
+            proc, status = self.spawn(env, str(path), modules, theirs)
+        finally:
+            theirs.close()
+        spare = Spare(proc, path, status, set(modules))
+        self.server = ForkServer(spare, control, {**os.environ, **env})
 
     def check(self) -> None:
         """Take in what the server said; fall back to spawned spares (one warning) if it died,

@@ -87,6 +87,11 @@ class LocalBackend:
         proc, status = cold()
         return LocalHandle(proc, spec, result, status, self.preloads)
 
+    def warming(self, env: Mapping[str, str]) -> bool:
+        """Forking: whether the fork server (made now, with `env`, if need be) still imports,
+        so the next job should wait for it rather than start cold."""
+        return self.forking.coming(env)
+
     def prepare(self, wanted: Wanted) -> None:
         """Keep `count` waiting spares for each environment in `wanted`, none for others:
         dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones

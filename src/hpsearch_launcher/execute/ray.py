@@ -74,6 +74,10 @@ class RayBackend:
         ).remote(self.task_ref, ticket.to_dict(), shipped, self.mark)
         return RayHandle(ref, spec, started)
 
+    def warming(self, env: Mapping[str, str]) -> bool:
+        """Ray starts its workers itself: nothing on its way here."""
+        return False
+
     def prepare(self, wanted: Wanted) -> None:
         """Ray starts its workers itself (a pool made ahead): nothing to prepare here."""
 

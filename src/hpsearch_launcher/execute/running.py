@@ -13,11 +13,10 @@ from .run import Run, RunState, pruned
 
 
 class Running:
-    def __init__(self, backend: Backend, timeout: float | None, poll_s: float, grace_s: float):
+    def __init__(self, backend: Backend, timeout: float | None, grace_s: float):
         self.jobs: dict[concurrent.futures.Future[Outcome], Run] = {}
         self.backend = backend
         self.timeout = timeout  # hydra.launcher.timeout
-        self.poll_s = poll_s  # the longest a wait lasts
         self.grace_s = grace_s  # SIGTERM -> SIGKILL when a job is ended
 
     def __len__(self) -> int:
@@ -32,15 +31,15 @@ class Running:
         self.jobs[run.handle.outcome] = run
         run.state = RunState.RUNNING
 
-    def wait(self) -> list[tuple[Run, Outcome]]:
-        """Wait, at most until the next deadline or poll_s, for jobs to end; those that did,
+    def wait(self, poll_s: float) -> list[tuple[Run, Outcome]]:
+        """Wait, at most until the next deadline or `poll_s`, for jobs to end; those that did,
         in start order (so they free their slots in round-robin order), with how they ended
         (a pruned one: pruned, whatever its process did)."""
         for run in self.jobs.values():
             run.set_deadline(self.timeout)
         now = time.monotonic()
         deadlines = [r.deadline for r in self.jobs.values() if r.deadline is not None]
-        timeout = min([self.poll_s, *(max(0.0, d - now) for d in deadlines)])
+        timeout = min([poll_s, *(max(0.0, d - now) for d in deadlines)])
         if not self.jobs:  # slots wait for free memory: nothing to watch meanwhile
             time.sleep(timeout)
         done, _ = concurrent.futures.wait(

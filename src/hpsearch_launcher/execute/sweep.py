@@ -36,6 +36,7 @@ log = logging.getLogger("hpsearch.launcher")
 
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
+HOLD_POLL_S = 0.02  # the same while jobs wait for the warm process: they start once it is ready
 
 
 class Sweep:
@@ -58,7 +59,7 @@ class Sweep:
         self.settings = settings
         self.execution = execution
         self.backend = execution.backend
-        self.running = Running(self.backend, settings.timeout, POLL_S, INTERRUPT_GRACE_S)
+        self.running = Running(self.backend, settings.timeout, INTERRUPT_GRACE_S)
         self.pool = SlotPool(execution.groups, execution.slots)
         self.stop = StopRequest()
         # Jobs at once, for the time left: the slots; packed by memory, the most run so far.
@@ -81,10 +82,10 @@ class Sweep:
                     self.room.poll(self.running.runs(), waiting)
                     if waiting:
                         self.room.grow()
-                    self._start_ready()
+                    holding = self._start_ready()
                     if self.execution.warm:
                         self.backend.prepare(self._spares_wanted())
-                    self._wait()
+                    self._wait(HOLD_POLL_S if holding else POLL_S)
                     self._read_reports()
                     self.book.flush()
                     progress.update(self.state, event=False)
@@ -138,9 +139,12 @@ class Sweep:
         """The job that starts next, if one is queued."""
         return self.queue[0] if self.queue else None
 
-    def _start_ready(self) -> None:
+    def _start_ready(self) -> bool:
         """Retries that need a whole device first (its other jobs drain meanwhile), then the
-        queue on the free slots."""
+        queue on the free slots; unless they wait for the backend's warm process: whether
+        they do."""
+        if self._warming():
+            return True
         for run in list(self.whole_queue):
             if not self.stop.signum and self.pool.acquire_whole(run.device):
                 self.whole_queue.remove(run)
@@ -150,6 +154,18 @@ class Sweep:
             if not self.pool.has_free():
                 break
             self._start(self.queue.popleft(), self.pool.acquire())
+        return False
+
+    def _warming(self) -> bool:
+        """Warm start, with a job to start: whether the backend's process made ahead (made now,
+        with the next slot's environment, if there is none) is on its way, nearer than a cold
+        process: the job waits for it (the fork server still importing)."""
+        if not self.execution.warm:
+            return False
+        if not (self.whole_queue or (self.queue and self.pool.has_free())):
+            return False
+        group = self.pool.in_turn()[0]
+        return self.backend.warming(self.packer.spare_env(group, self._head))
 
     def _start(self, run: Run, device: str) -> None:
         job = run.job
@@ -174,9 +190,10 @@ class Sweep:
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
         log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
 
-    def _wait(self) -> None:
-        """Record the jobs that end in this wait; end those past their time."""
-        for run, outcome in self.running.wait():
+    def _wait(self, poll_s: float) -> None:
+        """Record the jobs that end in this wait (at most `poll_s`); end those past their
+        time."""
+        for run, outcome in self.running.wait(poll_s):
             self._finish(run, outcome)
         now = time.monotonic()
         self.running.stop_overdue(now)
