@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 from .backend import JobHandle, JobSpec, Wanted, env_key, sweep_sys_path
 from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
 from .forking import Forking
 from .job_process import LocalHandle, end_trees, hand_over, signal_tree
+from .scratch import Scratch
 from .spare import Preloads, StatusReader
 from .spare_pool import SparePool
 from .wire import job_line
@@ -51,7 +49,8 @@ class LocalBackend:
         fork: bool = False,
         holds_gpu: Callable[[int], bool] = lambda pid: False,
     ) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-"))
+        self.scratch = Scratch()  # removes the scratch dirs of sweeps that were killed
+        self.dir = self.scratch.path
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task_payload)
         self.sys_path = json.dumps(sweep_sys_path())
@@ -152,4 +151,4 @@ class LocalBackend:
         """Kill the spares nobody used, and the fork server; remove the backend's files."""
         self.forking.close()
         self.spares.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.scratch.remove()
