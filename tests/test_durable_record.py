@@ -16,6 +16,8 @@ import optuna
 import pandas as pd
 import pytest
 from conftest import Runner, read_records, wait_no_tagged
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
 
 from hpsearch_launcher.crash_points import CRASH_AT
 from hpsearch_launcher.record.adopt import _read_end
@@ -105,7 +107,10 @@ def test_a_returned_task_has_its_end_written_before_the_watchdog_may_end_it(
     monkeypatch.setattr(
         child, "write_json_atomic", lambda *a: (held.append(child._ENDING.locked()), real(*a))
     )
-    task = child._end_kept(lambda cfg: cfg * 2, str(tmp_path), ["x=1"])
+    # What run_job set before it calls the task: the run dir, absolute.
+    hydra = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(tmp_path)}}})
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", hydra)
+    task = child._in_run_dir(lambda cfg: cfg * 2, ["x=1"])
     assert task(0.25) == 0.5
     assert held == [True] and not child._ENDING.locked()
     assert _read_end(tmp_path) == {"return": 0.5, "overrides": ["x=1"]}
@@ -186,6 +191,9 @@ def _storage(url: str) -> optuna.storages.BaseStorage | str:
     ("kind", "point"),
     [
         ("grid", "job-ended:2"),  # the job's process ended; the sweep never recorded it
+        # the same, the job run in its run dir (Hydra 1.1's default) and the sweep dir relative
+        # to the sweep's: the end is where the next run looks, not under the run dir again
+        ("grid-chdir", "job-ended:2"),
         ("grid", "recorded:2"),  # recorded; nobody told
         ("grid", "csv-written:2"),  # results.csv's new text whole, not yet in place
         ("sqlite", "recorded:2"),  # recorded; the study holds the trial RUNNING
@@ -197,18 +205,21 @@ def _storage(url: str) -> optuna.storages.BaseStorage | str:
 def test_a_kill_at_the_worst_instant_loses_nothing_and_runs_nothing_twice(
     runner: Runner, marks: Path, tmp_path: Path, point: str, kind: str
 ) -> None:
-    args = runner.probe_sweep(marks, *(GRID if kind == "grid" else search_args(tmp_path, kind)))
+    grid = (*GRID, "hydra.job.chdir=true") if kind == "grid-chdir" else GRID
+    args = runner.probe_sweep(
+        marks, *(grid if kind.startswith("grid") else search_args(tmp_path, kind))
+    )
     killed = runner.run(args, env={CRASH_AT: point})
     assert killed.returncode == -9, killed.stdout
     assert wait_no_tagged(runner.tag, within=2) == []
     done = runner.run(args)
     assert done.returncode == 0, done.stdout
-    rows = check_nothing_lost(tmp_path, marks, None if kind in ("grid", "memory") else kind)
+    rows = check_nothing_lost(tmp_path, marks, kind if kind in STORAGES else None)
     assert len(rows) == 6
     assert not list((tmp_path / "sweep").glob(".results.csv.*"))  # no cut rewrite left
     if point.startswith("job-ended"):  # the end the sweep never heard of: adopted, not rerun
         assert "adopted" in done.stdout
-    if kind != "grid" and point.startswith("recorded"):
+    if kind in STORAGES and point.startswith("recorded"):
         assert "1 trials a killed sweep left running told their recorded end" in done.stdout
 
 

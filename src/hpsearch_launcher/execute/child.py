@@ -120,7 +120,6 @@ def run_task(
 ) -> TaskResult:
     """Run the job as Hydra's own launchers do, in the run dir `subdir` the sweep claimed for
     it ("": where its config says); what happened, as a TaskResult."""
-    from hydra.core.hydra_config import HydraConfig
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
     from omegaconf import read_write
@@ -130,16 +129,12 @@ def run_task(
     if subdir:
         with read_write(sweep_config.hydra):
             sweep_config.hydra.sweep.subdir = subdir
-    # The report channel (hpsearch_launcher.report) writes into the job's run dir.
-    run_dir = os.path.join(str(sweep_config.hydra.sweep.dir), str(sweep_config.hydra.sweep.subdir))
-    os.environ[REPORTS] = os.path.abspath(os.path.join(run_dir, REPORTS_FILE))
-    HydraConfig.instance().set_config(sweep_config)
     overrides = list(sweep_config.hydra.overrides.task)
     try:
-        ret = run_job(
+        ret = run_job(  # it sets the HydraConfig itself: each set deep-copies the config
             hydra_context=hydra_context,
             config=sweep_config,
-            task_function=_end_kept(task_function, run_dir, overrides),
+            task_function=_in_run_dir(task_function, overrides),
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
         )
@@ -179,12 +174,16 @@ def _raised(ret: Any) -> TaskResult:
     return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
 
 
-def _end_kept(task_function: Any, run_dir: str, overrides: list[str]) -> Any:
-    """`task_function`, its end written into its run dir the moment it returns (before Hydra's
+def _in_run_dir(task_function: Any, overrides: list[str]) -> Any:
+    """`task_function` with the report channel (hpsearch_launcher.report) pointed into its run
+    dir (where run_job put it), and its end written there the moment it returns (before Hydra's
     on_job_end callbacks, and before a watchdog that found the sweep dead may end the job)."""
+    from hydra.core.hydra_config import HydraConfig
 
     @functools.wraps(task_function)
     def task(cfg: Any) -> Any:
+        run_dir = str(HydraConfig.get().runtime.output_dir)
+        os.environ[REPORTS] = os.path.join(run_dir, REPORTS_FILE)
         value = task_function(cfg)
         with _ENDING:
             _write_end(run_dir, value, overrides)
