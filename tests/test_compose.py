@@ -168,7 +168,7 @@ def test_the_sweepers_check_is_composed_once_and_each_job_takes_its_config(
     sweeper.config = composer.master
     payload = len(cloudpickle.dumps(hydra.config_loader))
     Sweeper.validate_batch_is_legal(sweeper, batch)  # type: ignore[arg-type]
-    checked = [cfg for cfgs in composer.checked.values() for cfg in cfgs]
+    checked = [cfg for cfgs in composer._checked.values() for cfg in cfgs]
     assert len(composed) == 4 and len(checked) == 5
     # The loader goes to every job's process (Hydra's context): without what was checked.
     assert len(cloudpickle.dumps(hydra.config_loader)) == payload
@@ -179,8 +179,8 @@ def test_the_sweepers_check_is_composed_once_and_each_job_takes_its_config(
     assert sorted(map(id, checked)) == sorted(id(job.config) for job in made)
     assert [job.config.hydra.job.num for job in made] == list(range(5))
     assert (made[0].config.lr, made[-1].config.lr) == (0.1, 0.1)
-    assert composer.checked == {}
+    assert composer._checked == {}
     other = hydra.compose_config("config", overrides=[], run_mode=RunMode.MULTIRUN)
     assert hydra.config_loader.load_sweep_config(other, ["lr=0.5"]).lr == 0.5
-    assert len(composed) == 5 and composer.checked == {}
+    assert len(composed) == 5 and composer._checked == {}
     assert Composer(hydra.config_loader, other)._load == counted, "Hydra's, not the hook"

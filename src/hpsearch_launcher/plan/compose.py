@@ -47,7 +47,7 @@ class Composer:
         self._load = getattr(load, "hydras", load)
         # Configs the sweeper's check composed, by overrides, each for one job (a sweep may
         # hold the same overrides twice: each job gets its own config).
-        self.checked: dict[tuple[str, ...], list[DictConfig]] = {}
+        self._checked: dict[tuple[str, ...], list[DictConfig]] = {}
 
     def serve_sweeper_checks(self) -> None:
         """Compose what the sweeper checks of this sweep (its loader's load_sweep_config of
@@ -55,17 +55,23 @@ class Composer:
         config still goes to Hydra's own load_sweep_config."""
         self.loader.load_sweep_config = SweeperChecks(self, self._load)
 
+    def check(self, overrides: Sequence[str]) -> DictConfig:
+        """The sweeper checks a job: its config composed, and kept for the job's compose()."""
+        cfg = self._composed(overrides)
+        self._checked.setdefault(tuple(overrides), []).append(cfg)
+        return cfg
+
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         """The job's sweep config (its hydra node included), before hydra.job.num is set: the
         one the sweeper's check composed for it, if it did."""
-        kept = self.checked.get(tuple(overrides))
+        kept = self._checked.get(tuple(overrides))
         cfg = kept.pop() if kept else self._composed(overrides)
         self._same_controller(cfg)
         return cfg
 
     def drop_checked(self) -> None:
         """Forget what the sweeper checked and no job took (its batch was composed)."""
-        self.checked.clear()
+        self._checked.clear()
 
     def _composed(self, overrides: Sequence[str]) -> DictConfig:
         cfg = None
@@ -142,12 +148,9 @@ class SweeperChecks:
         self.hydras = hydras
 
     def __call__(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
-        composer = self.composer
-        if master_config is not composer.master:
+        if master_config is not self.composer.master:
             return self.hydras(master_config, sweep_overrides)
-        cfg = composer._composed(sweep_overrides)
-        composer.checked.setdefault(tuple(sweep_overrides), []).append(cfg)
-        return cfg
+        return self.composer.check(sweep_overrides)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """The loader goes to every job's process with Hydra's context: there it has Hydra's
