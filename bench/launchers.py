@@ -217,26 +217,26 @@ def bench_workload(w: Workload, repeats: int, work: Path, only: list[str] | None
     print(f"cold start {cold:.1f} s; ideal {ideal:.1f} s = cold + {w.jobs} x {w.hold:g} / {SLOTS}")
     print(f"| contender | best of {repeats} (s) | x ideal | first job at (s) | distinct pids |")
     print("|---|---|---|---|---|")
-    results: dict[str, float] = {}
-    for name, make in contenders(w).items():
-        if only and name not in only:
-            continue
-        if make is None:
-            print(f"| {name} | skipped: not installed, or unfit (see the docstring) | | | |")
-            continue
-        best, first, pids = float("inf"), float("inf"), 0
-        for r in range(repeats):  # contenders alternate within a repeat: same noise for all
+    chosen = {name: make for name, make in contenders(w).items() if not only or name in only}
+    for name in [name for name, make in chosen.items() if make is None]:
+        print(f"| {name} | skipped: not installed, or unfit (see the docstring) | | | |")
+    runnable = {name: make for name, make in chosen.items() if make is not None}
+    results = dict.fromkeys(runnable, float("inf"))
+    first: dict[str, float] = {}
+    pids: dict[str, int] = {}
+    for _ in range(repeats):  # contenders alternate within a repeat: the same noise for all
+        for name, make in runnable.items():
             marks = Path(tempfile.mkdtemp(dir=work, prefix=f"{w.name}-"))
             began = time.time()
             seconds = run_contender(name, make(marks, marks / "out"), marks)
             records = [json.loads(x) for x in (marks / "records.jsonl").read_text().splitlines()]
             assert len(records) == w.jobs, f"{name}: {len(records)} of {w.jobs} jobs recorded"
-            if seconds < best:
-                best, first = seconds, min(rec["start"] for rec in records) - began
-            pids = len({rec["pid"] for rec in records})
-            del r
-        results[name] = best
-        print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {first:.1f} | {pids} |")
+            if seconds < results[name]:
+                results[name] = seconds
+                first[name] = min(rec["start"] for rec in records) - began
+            pids[name] = len({rec["pid"] for rec in records})
+    for name, best in results.items():
+        print(f"| {name} | {best:.1f} | {best / ideal:.2f} | {first[name]:.1f} | {pids[name]} |")
     ours = "hpsearch defaults" if w.defaults else "hpsearch warm"
     spawned = "hpsearch defaults spawn" if w.defaults else "hpsearch spawn"
     for mine in (ours, spawned):
