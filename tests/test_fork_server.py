@@ -218,6 +218,28 @@ def test_a_forked_process_that_hangs_before_it_starts_is_killed_and_the_sweep_co
     assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
 
 
+def test_a_task_module_whose_import_hangs_holds_jobs_only_so_long_and_the_sweep_ends(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """Jobs wait for the server while it imports the task's module, but not past
+    HPSEARCH_PRELOAD_TIMEOUT: then the sweep falls back, the jobs' cold processes hang in the
+    same import, and hydra.launcher.timeout ends them, as it would have without a server."""
+    sweep, out = fork_sweep(
+        runner,
+        marks,
+        "x=0,1",
+        "hydra.launcher.n_jobs=2",
+        "hydra.launcher.gpus=[]",
+        "hydra.launcher.timeout=2",
+        env={"PROBE_AT_IMPORT": "hang", "HPSEARCH_PRELOAD_TIMEOUT": "2"},
+    )
+    assert sweep.returncode == 1, out
+    assert out.count(NOT_FORKING) == 1, out
+    assert "had not imported the task's module 2 s after it started" in out
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert list(rows["status"]) == ["timeout", "timeout"]
+
+
 def test_forked_jobs_draw_fresh_numbers_and_a_seed_gives_what_it_gives_spawned(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:

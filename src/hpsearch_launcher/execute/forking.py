@@ -16,7 +16,7 @@ from pathlib import Path
 from .backend import JobSpec, Wanted
 from .forked import FORK_READY_S, ForkRefused, ForkServer
 from .job_process import LocalHandle
-from .spare import Preloads, Spare, StatusReader
+from .spare import PRELOAD_BOUND_S, Preloads, Spare, StatusReader
 from .wire import Said
 
 log = logging.getLogger("hpsearch.launcher")
@@ -49,6 +49,9 @@ class Forking:
         self._made = 0  # fork servers made so far: names their logs
         self._holds_gpu = holds_gpu  # NVML: whether a process holds a CUDA context
         self._fork_failure: str | None = None  # a job's watcher saw a forked process fail
+        # When the server was made, until its first `ready` (the task's module imported): jobs
+        # wait for it meanwhile, so that wait is bounded too.
+        self._loading_since: float | None = None
 
     def fork(
         self,
@@ -118,6 +121,7 @@ class Forking:
             theirs.close()
         spare = Spare(proc, path, status, set(modules))
         self.server = ForkServer(spare, control, {**os.environ, **env})
+        self._loading_since = time.monotonic()
 
     def check(self) -> None:
         """Take in what the server said; fall back to spawned spares (one warning) if it died,
@@ -135,18 +139,29 @@ class Forking:
                     log.debug("hpsearch: the fork server has %d threads", line.threads)
                 else:
                     self.preloads.heard(line, server.spare)
-                if line.said is Said.READY and self._holds_gpu(server.spare.proc.pid):
-                    self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
+                if line.said is Said.READY:
+                    self._loading_since = None
+                    if self._holds_gpu(server.spare.proc.pid):
+                        self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
             if code is not None:
                 self.preloads.died(server.spare, code)
                 self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")
             elif self.preloads.stuck(server.spare):
                 self._fall_back("the fork server hangs in an import ahead")
+            elif self._loading_too_long():
+                self._fall_back(
+                    f"the fork server had not imported the task's module {PRELOAD_BOUND_S:g} s "
+                    "after it started (HPSEARCH_PRELOAD_TIMEOUT)"
+                )
             elif self._fork_failure is not None:
                 self._fall_back(self._fork_failure)
         if not self.active and not server.busy():
             server.close()
             self.server = None
+
+    def _loading_too_long(self) -> bool:
+        since = self._loading_since
+        return since is not None and time.monotonic() - since > PRELOAD_BOUND_S
 
     def _fork_failed(self, why: str) -> None:
         """From a job's watcher: a forked process did not start (it then runs cold)."""
