@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from conftest import Runner, read_records, wait_no_tagged
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
+from hpsearch_launcher.contract import REPORTS, REPORTS_FILE
 from hpsearch_launcher.crash_points import CRASH_AT
 from hpsearch_launcher.record.adopt import _read_end
 from hpsearch_launcher.record.journal import FILENAME as JOURNAL
@@ -110,8 +112,10 @@ def test_a_returned_task_has_its_end_written_before_the_watchdog_may_end_it(
     # What run_job set before it calls the task: the run dir, absolute.
     hydra = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(tmp_path)}}})
     monkeypatch.setattr(HydraConfig.instance(), "cfg", hydra)
+    monkeypatch.setenv(REPORTS, "")  # the task sets it (a job's own process): undone after
     task = child._in_run_dir(lambda cfg: cfg * 2, ["x=1"])
     assert task(0.25) == 0.5
+    assert os.environ[REPORTS] == str(tmp_path / REPORTS_FILE)  # the report channel's file
     assert held == [True] and not child._ENDING.locked()
     assert _read_end(tmp_path) == {"return": 0.5, "overrides": ["x=1"]}
 
