@@ -1,5 +1,5 @@
-"""`warm_start: fork` as the local backend sees it: the fork server made once a process ahead
-is wanted, kept up to date with the modules learned, each job's process forked from it while
+"""`warm_start: fork` as the local backend sees it: the fork server made at the first job (which
+waits for it), kept up to date with the modules learned, each job's process forked from it while
 that is safe; else one warning and the sweep goes on with spawned spares (execute.spare_pool).
 """
 
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .backend import JobSpec, Wanted
+from .backend import JobSpec
 from .forked import FORK_READY_S, ForkRefused, ForkServer
 from .job_process import LocalHandle
 from .spare import PRELOAD_BOUND_S, Preloads, Spare, StatusReader
@@ -96,14 +96,11 @@ class Forking:
         assert self.server is not None
         return not self.server.ready()
 
-    def prepare(self, wanted: Wanted) -> None:
-        """Make the server once a process ahead is wanted (with the first such environment:
-        each child sets its own); hear what it says; have it import what was learned."""
+    def prepare(self) -> None:
+        """Have the server import what the jobs were seen to import since it was made, once it
+        is ready (the server itself is made by `coming`, at the first job)."""
         server = self.server
         if server is None:
-            envs = [env for env, count in wanted.values() if count > 0]
-            if envs:
-                self._make(envs[0])
             return
         missing = [m for m in self.preloads.modules() if m not in server.spare.has]
         if missing and server.ready():

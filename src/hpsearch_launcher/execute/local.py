@@ -95,10 +95,10 @@ class LocalBackend:
         """Keep `count` waiting spares for each environment in `wanted`, none for others:
         dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
         made, waiting ones asked for the modules learned since they were made. Forking: the
-        server instead, made (or kept up to date) while any spare is wanted."""
+        server (made at the first job, `warming`) asked for those modules instead."""
         self.forking.check()
         if self.forking.active:
-            self.forking.prepare(wanted)
+            self.forking.prepare()
             return
         self.spares.refill(wanted)
 

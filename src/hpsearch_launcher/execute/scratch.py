@@ -10,7 +10,6 @@ older version, someone else's) is left alone.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -39,19 +38,16 @@ class Scratch:
             self._lock = -1
 
 
-def remove_if_abandoned(path: Path) -> bool:
-    """Remove `path`, a scratch directory, if no live sweep holds its lock; whether it did."""
+def remove_if_abandoned(path: Path) -> None:
+    """Remove `path`, a scratch directory, if no live sweep holds its lock."""
     try:
         fd = os.open(path / LOCK, os.O_RDWR | os.O_CLOEXEC)
     except OSError:  # no lock file (being made, not ours, an older version's) or not ours to open
-        return False
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # its sweep lives
-            return False
-        shutil.rmtree(path, ignore_errors=True)
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # its sweep lives
+        os.close(fd)
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    os.close(fd)
