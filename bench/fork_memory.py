@@ -1,6 +1,7 @@
 """Host memory of what waits for the next job, by PSS (pages shared between processes counted
-once, split among them), not RSS: a spawned spare (warm_start=spawn) beside the fork server
-and a job forked from it (warm_start=fork), each with TensorFlow imported ahead.
+once, split among them), not RSS: a spawned spare (warm_start=spawn) beside the fork server,
+the process it forked ahead for the next job, and a job forked from it (warm_start=fork), each
+with TensorFlow imported ahead.
 
     python bench/fork_memory.py [--hold 40]
 
@@ -13,6 +14,7 @@ the second job runs and the next process waits, every process of the sweep is re
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,26 +27,31 @@ REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "bench" / "apps" / "workload.py"
 
 
-def pss_mb(pid: int) -> tuple[float, float]:
-    """(PSS, RSS) of a process in MB, from smaps_rollup."""
+def pss_mb(pid: int) -> tuple[float, float, float]:
+    """(PSS, USS, RSS) of a process in MB, from smaps_rollup: USS is its private pages alone,
+    what it costs beyond what it shares."""
     fields = {}
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
         name, value, *_ = line.split()
         fields[name.rstrip(":")] = int(value) / 1024
-    return fields["Pss"], fields["Rss"]
+    private = fields["Private_Clean"] + fields["Private_Dirty"]
+    return fields["Pss"], private, fields["Rss"]
 
 
 def kind(proc: psutil.Process) -> str | None:
     cmdline = " ".join(proc.cmdline())
     if "execute.fork_server" in cmdline:
         parent = " ".join(proc.parent().cmdline()) if proc.parent() else ""
-        return "forked job" if "execute.fork_server" in parent else "fork server"
+        if "execute.fork_server" not in parent:
+            return "fork server"
+        # A job's process has a session of its own; one forked ahead waits in the server's.
+        return "forked job" if os.getsid(proc.pid) == proc.pid else "forked ahead, waiting"
     if "execute.child" in cmdline:
         return "spare" if "/spare-" in cmdline else "job"  # a spare keeps its name in its job
     return None
 
 
-def measure(warm_start: str, hold: float, work: Path) -> list[tuple[str, float, float]]:
+def measure(warm_start: str, hold: float, work: Path) -> list[tuple[str, float, float, float]]:
     marks = Path(tempfile.mkdtemp(dir=work, prefix=f"{warm_start}-"))
     command = [
         sys.executable,
@@ -85,11 +92,11 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=40.0)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hpsearch-fork-memory-"))
-    print("| warm_start | process | PSS (MB) | RSS (MB) |")
-    print("|---|---|---|---|")
+    print("| warm_start | process | PSS (MB) | USS (MB) | RSS (MB) |")
+    print("|---|---|---|---|---|")
     for warm_start in ("spawn", "fork"):
-        for name, pss, rss in sorted(measure(warm_start, args.hold, work)):
-            print(f"| {warm_start} | {name} | {pss:.0f} | {rss:.0f} |")
+        for name, pss, uss, rss in sorted(measure(warm_start, args.hold, work)):
+            print(f"| {warm_start} | {name} | {pss:.0f} | {uss:.0f} | {rss:.0f} |")
 
 
 if __name__ == "__main__":

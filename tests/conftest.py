@@ -133,8 +133,8 @@ def processes_tagged(tag: str) -> list[psutil.Process]:
 
 def role(proc: psutil.Process) -> str | None:
     """What `proc` is: "job" (a job's process), "spare" (a warm spare, still so named once
-    handed a job), "server" (the fork server; a job it forked is a "job"), "grandchild" (the
-    probe's `hang` child), or None (the sweep, any other)."""
+    handed a job; or a process the fork server forked ahead, waiting), "server" (the fork
+    server), "grandchild" (the probe's `hang` child), or None (the sweep, any other)."""
     try:
         cmdline = " ".join(proc.cmdline())
     except psutil.Error:
@@ -143,12 +143,15 @@ def role(proc: psutil.Process) -> str | None:
         return "grandchild"
     if child.__name__ in cmdline:  # the module its BOOT line imports
         return "spare" if "/spare-" in cmdline else "job"
-    if fork_server.__name__ in cmdline:  # the fork server, or a job's process it forked
+    if fork_server.__name__ in cmdline:  # the fork server, or a process it forked
         try:
             forked = fork_server.__name__ in " ".join(proc.parent().cmdline())
-        except (psutil.Error, AttributeError):
-            forked = False
-        return "job" if forked else "server"
+            own_session = os.getsid(proc.pid) == proc.pid
+        except (psutil.Error, AttributeError, OSError):
+            forked = own_session = False
+        if not forked:
+            return "server"
+        return "job" if own_session else "spare"  # forked ahead: waiting in the server's group
     return None
 
 

@@ -21,19 +21,22 @@ from pathlib import Path
 from typing import cast
 
 import pandas as pd
+import psutil
 import pytest
 from conftest import (
     Runner,
     processes_tagged,
     read_records,
     role,
+    roles,
     simulated_gpus_env,
+    wait_for,
     wait_for_roles,
     wait_no_tagged,
 )
 
 from hpsearch_launcher.execute import forked as forked_module
-from hpsearch_launcher.execute.fork_server import apply_env
+from hpsearch_launcher.execute.fork_child import apply_env
 from hpsearch_launcher.execute.forked import ForkRefused, ForkServer
 from hpsearch_launcher.execute.spare import Spare
 from hpsearch_launcher.execute.wire import MESSAGE_MAX
@@ -141,6 +144,90 @@ def test_forked_jobs_get_fresh_processes_with_their_slots_environment(
         spans = [(r["start"], r["end"]) for r in records if r["cuda"] == gpu]
         for start, _ in spans:
             assert sum(s <= start < e for s, e in spans) <= 2
+
+
+def test_a_freed_slots_job_takes_a_process_forked_while_the_slot_was_busy(
+    runner: Runner, marks: Path
+) -> None:
+    """One slot, jobs of 2 s: each later job's process had been made long before its task
+    began (forked ahead, it waited while the job before it ran), yet it is that job's own
+    fresh process in every way the first test asks."""
+    one_slot = ("hydra.launcher.n_jobs=1", "hydra.launcher.gpus=[]")
+    sweep, out = fork_sweep(runner, marks, "x=0,1,2,3", "sleep=2", *one_slot)
+    assert sweep.returncode == 0, out
+    records = sorted(read_records(marks), key=lambda r: r["num"])
+    assert len({r["pid"] for r in records}) == 4 and len(forked(records, sweep)) == 4
+    for r in records[1:]:
+        assert r["age"] > 1.0, r  # a process forked for its job would be milliseconds old
+        assert r["sid"] == r["pgid"] == r["pid"] and r["watchdog"]
+        assert r["stdin_eof"] and len([f for f in r["fds"] if "x=" not in f]) == 2
+    assert roles(processes_tagged(runner.tag))["spare"] == 0  # none outlives the sweep
+
+
+def test_a_process_forked_ahead_that_dies_while_waiting_is_replaced(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    (marks / "hold").touch()
+    sweep = start_fork_sweep(
+        runner, marks, "x=0,1,2", "hydra.launcher.n_jobs=1", "hydra.launcher.gpus=[]"
+    )
+    try:
+        killed = _forked_ahead(runner.tag).pid
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _forked_ahead(runner.tag).pid == killed:
+            assert time.monotonic() < deadline, "the dead one was not replaced"
+            time.sleep(0.05)
+        (marks / "hold").unlink()
+        out = sweep.finish()
+    finally:
+        sweep.proc.kill()
+    assert sweep.proc.returncode == 0, out
+    assert NOT_FORKING not in out  # nothing the sweep had to know of
+    records = read_records(marks)
+    assert len(records) == 3 and killed not in {r["pid"] for r in records}
+    assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
+
+
+def test_a_process_forked_ahead_of_a_learned_module_is_dismissed_not_given_a_job(
+    runner: Runner, marks: Path
+) -> None:
+    """preload: auto learns at job 0's end that the task imports the marker: the process forked
+    ahead before that lacks it, so it ends, and jobs from the third on get the marker imported
+    ahead. While job 2 is held, the one process waiting is the one forked since."""
+    (marks / "hold").touch()
+    args = ("x=0,1,2,3", "imports=[preload_marker]", "hold_from=2", "hydra.launcher.n_jobs=1")
+    sweep = ForkSweep(
+        runner.popen(
+            runner.probe_sweep(marks, FORK, "hydra.launcher.gpus=[]", *args),
+            env={"PROBE_MARKS": str(marks)},
+        )
+    )
+    try:
+        wait_for(marks / "start-2")
+        waiting = _forked_ahead(runner.tag)
+        time.sleep(1)  # a dismissed one that lingered would still be here
+        assert [p.pid for p in processes_tagged(runner.tag) if role(p) == "spare"] == [waiting.pid]
+        (marks / "hold").unlink()
+        out = sweep.finish()
+    finally:
+        sweep.proc.kill()
+    assert sweep.proc.returncode == 0, out
+    records = sorted(read_records(marks), key=lambda r: r["num"])
+    assert records[0]["preloaded_at"] is None  # what taught the sweep
+    assert all(r["preloaded_at"] is not None for r in records[2:]), records
+
+
+def _forked_ahead(tag: str, within: float = 30) -> psutil.Process:
+    """The one process the sweep's fork server keeps forked ahead (waits until there is one)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = [p for p in processes_tagged(tag) if role(p) == "spare"]
+        if found:
+            assert len(found) == 1, found
+            return found[0]
+        assert time.monotonic() < deadline, "no process was forked ahead"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize(

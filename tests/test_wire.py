@@ -9,6 +9,7 @@ import pickle
 import pytest
 
 from hpsearch_launcher.execute.wire import (
+    Ahead,
     Exited,
     Fork,
     Forked,
@@ -113,6 +114,7 @@ def test_a_spares_stdin_lines_read_back() -> None:
 
 CONTROL = [
     More(modules=("numpy",)),
+    Ahead(count=1),
     Fork(id=3, job="job.pkl", env={"CUDA_VISIBLE_DEVICES": "1"}, unset=("HPSEARCH_GPU",)),
     Forked(id=3, pid=1234),
     Refused(id=4, why="it holds a CUDA context"),

@@ -181,17 +181,17 @@ FORK_TESTS = ("tests/test_fork_server.py",)  # a whole file: run with -n 2
 
 # Issue 30's own pass over the fork server (planted by hand: its tests are end-to-end sweeps).
 FORK_SERVER = (
-    Planted("fork: no reseed", "execute/fork_server.py", "        reseed()\n", "", FORK_TESTS),
+    Planted("fork: no reseed", "execute/fork_child.py", "    reseed()\n", "", FORK_TESTS),
     Planted(
         "fork: NumPy not reseeded",
-        "execute/fork_server.py",
+        "execute/fork_child.py",
         "numpy.random.seed()",
         "pass",
         FORK_TESTS,
     ),
     Planted(
         "fork: no session of its own",
-        "execute/fork_server.py",
+        "execute/fork_child.py",
         "os.setsid()  # its own session",
         "pass  # its own session",
         FORK_TESTS,
@@ -205,14 +205,14 @@ FORK_SERVER = (
     ),
     Planted(
         "fork: the job's environment not applied",
-        "execute/fork_server.py",
+        "execute/fork_child.py",
         "apply_env(message.env, message.unset)",
         "pass",
         FORK_TESTS,
     ),
     Planted(
         "fork: the server's variables not unset",
-        "execute/fork_server.py",
+        "execute/fork_child.py",
         "os.environ.pop(name, None)",
         "pass",
         FORK_TESTS,
@@ -257,6 +257,27 @@ FORK_SERVER = (
         "execute/fork_server.py",
         "        gc.freeze()\n",
         "",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork ahead: its own socket's other end kept (never sees its dismissal)",
+        "execute/fork_server.py",
+        "    mine.close()\n",
+        "",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork ahead: kept when modules are learned (a job lacks them)",
+        "execute/fork_server.py",
+        "self._dismiss_ahead(len(self.ahead))  # they would lack the modules",
+        "pass",
+        FORK_TESTS,
+    ),
+    Planted(
+        "fork ahead: none kept (each job forked when its slot frees)",
+        "execute/forking.py",
+        "server.keep_ahead(1 if jobs_left else 0)",
+        "server.keep_ahead(0)",
         FORK_TESTS,
     ),
     Planted(

@@ -41,7 +41,7 @@ def probe(cfg: DictConfig) -> float:
         importlib.import_module(name)
     num = HydraConfig.get().job.num
     marks = Path(cfg.marks)
-    started = time.time()
+    started, age = time.time(), _age()
     if cfg.x == cfg.trap_x:  # a job that ignores SIGTERM: only SIGKILL ends it
         signal.signal(signal.SIGTERM, lambda *_: (marks / f"sigterm-{num}").touch())
     sleepers = _hang_grandchildren()  # of earlier jobs: their trees must be gone by now
@@ -95,6 +95,7 @@ def probe(cfg: DictConfig) -> float:
         "draws": [random.random(), None if numpy is None else float(numpy.random.random())],
         "x": cfg.x,
         "pid": os.getpid(),
+        "age": age,
         "ppid": os.getppid(),
         "pgid": os.getpgid(0),
         "sid": os.getsid(0),
@@ -164,6 +165,16 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         # the marks dir: a test tells its own sweep's grandchildren from other tests'.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(marks)])
         time.sleep(600)
+
+
+def _age() -> float:
+    """How long this process has existed (s): a fork server's may have made it before its job
+    came. Both ends counted from boot (/proc), in the kernel's clock ticks."""
+    with open("/proc/self/stat") as f:
+        started_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _stdin_at_eof() -> bool:

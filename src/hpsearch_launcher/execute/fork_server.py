@@ -7,14 +7,16 @@ It is spawned as a spare is (execute.child: its own session, its output in EARLY
 the task (importing its module), imports the PRELOAD modules, and says on STATUS_FD what a spare
 says (`preloading`, `preloaded`, `failed`, `ready`). It never runs a job, an op or a device call.
 Then it serves messages on CONTROL_FD, a SOCK_SEQPACKET socket to the sweep (execute.wire's
-control messages): `More` (import these too), `Fork` (with one fd passed: the job's status
-pipe), answered `Forked`, or `Refused` when forking is no longer safe (fork_unsafe); and it
-tells `Exited` of each child it reaped.
+control messages): `More` (import these too), `Ahead` (keep this many processes forked ahead),
+`Fork` (with one fd passed: the job's status pipe), answered `Forked`, or `Refused` when forking
+is no longer safe (fork_unsafe); and it tells `Exited` of each job's process it reaped.
 
-The forked child becomes the job's process: its own session, the job's environment (set before
-the task runs: CUDA, TensorFlow, JAX and PyTorch read it at first device use), a watchdog that
-ends it if the server (so the sweep) dies, fresh random state, the job's log files; it says
-`started` on its status pipe, then runs exactly as a spawned job does (child.run_job_file).
+A job's process is one forked ahead, waiting, handed the job; else one forked for it then
+(execute.fork_child). Either sheds what is the server's (its control socket, its status pipe,
+its stdin) and has a watchdog that ends it if the server (so the sweep) dies; one forked ahead
+has done that, and its fork, while the slots were busy: a freed slot's job starts that much
+sooner. A process forked ahead waits in the server's process group (ended with it), and is
+dismissed when modules are learned (it would lack them) or no job is left to start.
 
 The server ends when the sweep closes the socket or dies (its watchdog, as a spare's).
 """
@@ -22,6 +24,7 @@ The server ends when the sweep closes the socket or dies (its watchdog, as a spa
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import select
@@ -29,14 +32,16 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .child import discover_hydra_plugins, redirect, run_job_file
+from .child import discover_hydra_plugins, redirect
 from .child import start_parent_watchdog as start_watchdog
 from .child_status import Status, preload_modules
+from .fork_child import become_job, wait_for_job
 from .wire import (
     MESSAGE_MAX,
+    Ahead,
     Control,
     Exited,
     Fork,
@@ -54,7 +59,6 @@ BOOT = (
     "from hpsearch_launcher.execute.fork_server import main; "
     "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))"
 )
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 REAP_POLL_S = 0.02  # while it imports, how often the server looks for children that ended
 
 
@@ -118,6 +122,9 @@ class Server:
         self.control = control
         self.own_threads = own_threads
         self.wake_r, self.wake_w = os.pipe()
+        self.wanted = 0  # processes to keep forked ahead (`Ahead`)
+        # Those forked ahead, waiting for a job: pid -> this end of the socket it is handed one on.
+        self.ahead: dict[int, socket.socket] = {}
 
     def serve(self) -> None:
         for fd in (self.wake_r, self.wake_w):
@@ -137,6 +144,7 @@ class Server:
             self._reap()
             if self.control.fileno() in readable and not self._answer():
                 return
+            self._keep_ahead()
 
     def _answer(self) -> bool:
         """Answer one message; False once the sweep closed its end."""
@@ -148,9 +156,12 @@ class Server:
             return False
         message = decode(data)
         if isinstance(message, More):
+            self._dismiss_ahead(len(self.ahead))  # they would lack the modules
             with self._reaping():  # a job that ends meanwhile frees its slot now, not after
                 preload_modules(message.modules, self.status)
             self.status.send(StatusLine(Said.THREADS, threads=native_threads()))
+        elif isinstance(message, Ahead):
+            self.wanted = max(0, message.count)
         elif isinstance(message, Fork):
             self._fork(message, fds[0])
         return True
@@ -185,70 +196,85 @@ class Server:
                 return
             if pid == 0:
                 return
+            if pid in self.ahead:  # it never had a job: the sweep never heard of it
+                self.ahead.pop(pid).close()
+                continue
             self._tell(Exited(pid=pid, code=os.waitstatus_to_exitcode(wait_status)))
 
     def _fork(self, message: Fork, status_fd: int) -> None:
+        """The job's process: one forked ahead, handed the job, else one forked for it now."""
         why = fork_unsafe(self.own_threads)
         if why is not None:
             os.close(status_fd)
+            self._dismiss_ahead(len(self.ahead))
             self._tell(Refused(id=message.id, why=why))
             return
+        pid = self._hand_ahead(message, status_fd)
+        if pid is None:
+            pid = self._fork_child(functools.partial(become_job, self.task, message, status_fd))
+        os.close(status_fd)
+        self._tell(Forked(id=message.id, pid=pid))
+
+    def _hand_ahead(self, message: Fork, status_fd: int) -> int | None:
+        """Hand the job to a process forked ahead: its pid; None if none is waiting."""
+        while self.ahead:
+            pid, handed = self.ahead.popitem()
+            try:
+                socket.send_fds(handed, [encode(message)], [status_fd])
+            except OSError:  # it died meanwhile (reaped later, unheard of)
+                continue
+            finally:
+                handed.close()
+            return pid
+        return None
+
+    def _keep_ahead(self) -> None:
+        """As many processes forked ahead as the sweep wants, while forking is safe."""
+        if len(self.ahead) > self.wanted:
+            self._dismiss_ahead(len(self.ahead) - self.wanted)
+        while len(self.ahead) < self.wanted and fork_unsafe(self.own_threads) is None:
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            pid = self._fork_child(functools.partial(_wait_ahead, self.task, mine, theirs))
+            theirs.close()
+            self.ahead[pid] = mine
+
+    def _dismiss_ahead(self, count: int) -> None:
+        """End `count` of the processes forked ahead: their sockets closed, each exits."""
+        for pid in list(self.ahead)[:count]:
+            self.ahead.pop(pid).close()
+
+    def _fork_child(self, then: Callable[[], None]) -> int:
+        """Fork a child that sheds what is the server's and runs `then` (which never returns);
+        its pid."""
         # What the server made so far is never collected: a child's collections then leave
         # its pages shared (no write to each object's GC header), as gc.freeze's docs advise.
         gc.freeze()
         pid = os.fork()
         if pid == 0:
             try:
-                self._become_job(message, status_fd)
+                self._leave_server()
+                then()
             finally:
-                os._exit(70)  # run_job_file never returns; an error before it is a failed start
-        os.close(status_fd)
-        self._tell(Forked(id=message.id, pid=pid))
+                os._exit(70)  # `then` never returns: an error before the job runs is a failed start
+        return pid
 
-    def _become_job(self, message: Fork, status_fd: int) -> None:
-        """In the forked child: from a copy of the server to the job's own fresh process."""
-        os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
+    def _leave_server(self) -> None:
+        """In a forked child: what is the server's closed, no input, a watchdog on the server."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (self.wake_r, self.wake_w, self.control.detach()):
             os.close(fd)
+        for handed in self.ahead.values():  # the others' sockets: each must see its own end
+            handed.close()
         null = os.open(os.devnull, os.O_RDONLY)  # as a spawned job's stdin ends: no input
         os.dup2(null, 0)
         os.close(null)
         os.close(self.status.fd)  # the server's status pipe is not the job's
         start_watchdog(os.getppid())  # the server: it ends with the sweep
-        apply_env(message.env, message.unset)
-        status = Status(status_fd)
-        reseed()
-        status.send(StatusLine(Said.STARTED))
-        run_job_file(message.job, self.task, status)
 
 
-def apply_env(env: Mapping[str, str], unset: Sequence[str]) -> None:
-    """The job's environment, over the server's. CUDA, TensorFlow, JAX and PyTorch read theirs
-    at first device use, which comes later; a BLAS already loaded has its thread count fixed,
-    so it is set through threadpoolctl where that is installed."""
-    changed = [v for v in THREAD_VARIABLES if os.environ.get(v) != env.get(v)]
-    for name in unset:
-        os.environ.pop(name, None)
-    os.environ.update(env)
-    threads = env.get("OMP_NUM_THREADS")
-    if changed and threads and "numpy" in sys.modules:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:
-            return
-        threadpool_limits(int(threads))
-
-
-def reseed() -> None:
-    """Fresh random state from the OS, as a spawned process starts with: a forked child would
-    otherwise repeat its siblings' streams. (Python's `random` reseeds itself at fork; NumPy's
-    global generator does not; TensorFlow's global generator is made at first use, which the
-    server never reached.) A task that seeds itself (cfg.seed) then gets what it gets spawned."""
-    import random
-
-    random.seed()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed()
+def _wait_ahead(task: Any, mine: socket.socket, theirs: socket.socket) -> None:
+    """In a child forked ahead: only the server holds its end of the socket (so closing it
+    ends this process); wait for a job on this one."""
+    mine.close()
+    wait_for_job(task, theirs)

@@ -25,6 +25,7 @@ import psutil
 from .spare import Spare
 from .wire import (
     MESSAGE_MAX,
+    Ahead,
     Control,
     Exited,
     Fork,
@@ -84,6 +85,7 @@ class ForkServer:
         self._children: dict[int, ForkedProcess] = {}
         self._lock = threading.Lock()
         self._count = 0
+        self._ahead = 0  # processes the server was told to keep forked ahead
         self._reader = threading.Thread(target=self._read, name="hpsearch-fork-server", daemon=True)
         self._reader.start()
 
@@ -100,6 +102,11 @@ class ForkServer:
         if self._send(More(modules=tuple(modules))):
             self.spare.has.update(modules)
             self.spare.batches += 1
+
+    def keep_ahead(self, count: int) -> None:
+        """Have the server keep `count` processes forked ahead (told only when it changes)."""
+        if count != self._ahead and self._send(Ahead(count=count)):
+            self._ahead = count
 
     def fork(self, job_file: str, env: Mapping[str, str]) -> tuple[ForkedProcess, int]:
         """Fork the job's process: it and the read end of its status pipe; ForkRefused if the

@@ -96,15 +96,19 @@ class Forking:
         assert self.server is not None
         return not self.server.ready()
 
-    def prepare(self) -> None:
+    def prepare(self, jobs_left: bool) -> None:
         """Have the server import what the jobs were seen to import since it was made, once it
-        is ready (the server itself is made by `coming`, at the first job)."""
+        is ready (the server itself is made by `coming`, at the first job), and keep one
+        process forked ahead while `jobs_left` (jobs still to start on a busy slot): it takes
+        the next freed slot's job without a fork in between. One is enough: another is forked
+        as soon as it is taken, in milliseconds."""
         server = self.server
         if server is None:
             return
         missing = [m for m in self.preloads.modules() if m not in server.spare.has]
         if missing and server.ready():
             server.ask_more(missing)
+        server.keep_ahead(1 if jobs_left else 0)
 
     def _make(self, env: Mapping[str, str]) -> None:
         """Spawn the server, to import the task's module and the modules learned so far."""

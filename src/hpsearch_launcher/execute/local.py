@@ -98,7 +98,7 @@ class LocalBackend:
         server (made at the first job, `warming`) asked for those modules instead."""
         self.forking.check()
         if self.forking.active:
-            self.forking.prepare()
+            self.forking.prepare(any(count for _, count in wanted.values()))
             return
         self.spares.refill(wanted)
 

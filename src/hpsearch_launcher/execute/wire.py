@@ -12,8 +12,9 @@ cannot be read raises `WireError`, naming what was read.
   empty one: no job, end).
 - `StatusLine`: one line a process writes on its status pipe to the sweep (execute.child,
   execute.fork_server → execute.spare, execute.job_process), its kind a `Said`.
-- The fork server's control messages (`More`, `Fork` from the sweep; `Forked`, `Refused`,
-  `Exited` from the server): one JSON object per SOCK_SEQPACKET packet (`encode`, `decode`).
+- The fork server's control messages (`More`, `Ahead`, `Fork` from the sweep; `Forked`,
+  `Refused`, `Exited` from the server): one JSON object per SOCK_SEQPACKET packet (`encode`,
+  `decode`).
 """
 
 from __future__ import annotations
@@ -222,6 +223,14 @@ class More:
 
 
 @dataclasses.dataclass(frozen=True)
+class Ahead:
+    """Sweep → server: keep `count` processes forked ahead, waiting for a job each (0 once no
+    job is left to start)."""
+
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Fork:
     """Sweep → server, with one fd passed (the job's status pipe): fork the job's process."""
 
@@ -255,9 +264,10 @@ class Exited:
     code: int
 
 
-Control = More | Fork | Forked | Refused | Exited
+Control = More | Ahead | Fork | Forked | Refused | Exited
 _OPS: dict[str, type[Control]] = {
     "more": More,
+    "ahead": Ahead,
     "fork": Fork,
     "forked": Forked,
     "refused": Refused,
