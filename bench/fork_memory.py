@@ -3,12 +3,13 @@ once, split among them), not RSS: a spawned spare (warm_start=spawn) beside the 
 the process it forked ahead for the next job, and a job forked from it (warm_start=fork), each
 with TensorFlow imported ahead.
 
-    python bench/fork_memory.py [--hold 40]
+    python bench/fork_memory.py [--hold 40] [--slots 2]
 
-Each sweep runs 3 jobs of bench/apps/workload.py on 1 slot (mode=sleep: the job itself
-imports nothing, so what is measured is what was imported ahead), preload=[tensorflow]. Once
-the second job runs and the next process waits, every process of the sweep is read from
-/proc/PID/smaps_rollup.
+Each sweep runs 3 rounds of jobs of bench/apps/workload.py on `--slots` slots (1: 3 jobs;
+mode=sleep: the job itself imports nothing, so what is measured is what was imported ahead),
+preload=[tensorflow]. Once the second round runs and the next processes wait, every process of
+the sweep is read from /proc/PID/smaps_rollup. (A page shared by n processes counts 1/n in
+each one's PSS: more slots, more sharers.)
 """
 
 from __future__ import annotations
@@ -51,26 +52,28 @@ def kind(proc: psutil.Process) -> str | None:
     return None
 
 
-def measure(warm_start: str, hold: float, work: Path) -> list[tuple[str, float, float, float]]:
+def measure(
+    warm_start: str, hold: float, slots: int, work: Path
+) -> list[tuple[str, float, float, float]]:
     marks = Path(tempfile.mkdtemp(dir=work, prefix=f"{warm_start}-"))
     command = [
         sys.executable,
         str(APP),
         "--multirun",
-        "x=0,1,2",
+        f"x={','.join(str(x) for x in range(3 * slots))}",
         "mode=sleep",
         f"hold={hold}",
         f"marks={marks}",
         f"hydra.sweep.dir={marks / 'out'}",
         "hydra/launcher=hpsearch",
         "hydra.launcher.gpus=[]",
-        "hydra.launcher.n_jobs=1",
+        f"hydra.launcher.n_jobs={slots}",
         "hydra.launcher.preload=[tensorflow]",
         f"hydra.launcher.warm_start={warm_start}",
     ]
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
-        # Into the second job's hold: the first ran cold, the next process has its imports.
+        # Into the second round's hold: the first ran cold, the next processes have their imports.
         time.sleep(hold * 1.5)
         rows = []
         for proc in psutil.Process(sweep.pid).children(recursive=True):
@@ -90,12 +93,13 @@ def measure(warm_start: str, hold: float, work: Path) -> list[tuple[str, float, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hold", type=float, default=40.0)
+    parser.add_argument("--slots", type=int, default=1)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hpsearch-fork-memory-"))
     print("| warm_start | process | PSS (MB) | USS (MB) | RSS (MB) |")
     print("|---|---|---|---|---|")
     for warm_start in ("spawn", "fork"):
-        for name, pss, uss, rss in sorted(measure(warm_start, args.hold, work)):
+        for name, pss, uss, rss in sorted(measure(warm_start, args.hold, args.slots, work)):
             print(f"| {warm_start} | {name} | {pss:.0f} | {uss:.0f} | {rss:.0f} |")
 
 
