@@ -181,12 +181,16 @@ def wait_for(*paths: Path, within: float = 60) -> None:
 
 
 def wait_for_roles(tag: str, wanted: dict[str, int], within: float = 30) -> dict[str, int]:
-    """Wait until the tagged processes have (at least) these roles; return the counts seen.
-    `within` is stretched as wait_until's is."""
+    """Wait until the tagged processes have these roles: at least as many as `wanted` says,
+    and none of a role it gives 0 (a process on its way out, such as one the fork server
+    forked ahead and dismissed, is waited for); return the counts seen. `within` is stretched
+    as wait_until's is."""
     deadline = time.monotonic() + within * STRETCH
     while True:
         seen = roles(processes_tagged(tag))
-        if all(seen[k] >= v for k, v in wanted.items()) or time.monotonic() > deadline:
+        if all(seen[k] >= v if v else seen[k] == 0 for k, v in wanted.items()):
+            return seen
+        if time.monotonic() > deadline:
             return seen
         time.sleep(0.1)
 

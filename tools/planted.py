@@ -281,6 +281,13 @@ FORK_SERVER = (
         FORK_TESTS,
     ),
     Planted(
+        "fork ahead: kept once no job is left to start",
+        "execute/forking.py",
+        "server.keep_ahead(1 if jobs_left else 0)",
+        "server.keep_ahead(1)",
+        FORK_TESTS,
+    ),
+    Planted(
         "forked: ready while still importing",
         "execute/forked.py",
         "return self.spare.batches <= 0 and self.spare.proc.poll() is None",
