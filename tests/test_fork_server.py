@@ -33,6 +33,7 @@ from conftest import (
     wait_for,
     wait_for_roles,
     wait_no_tagged,
+    wait_until,
 )
 
 from hpsearch_launcher.execute import forked as forked_module
@@ -174,10 +175,7 @@ def test_a_process_forked_ahead_that_dies_while_waiting_is_replaced(
     try:
         killed = _forked_ahead(runner.tag).pid
         os.kill(killed, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while _forked_ahead(runner.tag).pid == killed:
-            assert time.monotonic() < deadline, "the dead one was not replaced"
-            time.sleep(0.05)
+        wait_until(lambda: _forked_ahead(runner.tag).pid != killed, 30, "its replacement")
         (marks / "hold").unlink()
         out = sweep.finish()
     finally:
@@ -218,16 +216,17 @@ def test_a_process_forked_ahead_of_a_learned_module_is_dismissed_not_given_a_job
     assert all(r["preloaded_at"] is not None for r in records[2:]), records
 
 
-def _forked_ahead(tag: str, within: float = 30) -> psutil.Process:
+def _forked_ahead(tag: str) -> psutil.Process:
     """The one process the sweep's fork server keeps forked ahead (waits until there is one)."""
-    deadline = time.monotonic() + within
-    while True:
-        found = [p for p in processes_tagged(tag) if role(p) == "spare"]
-        if found:
-            assert len(found) == 1, found
-            return found[0]
-        assert time.monotonic() < deadline, "no process was forked ahead"
-        time.sleep(0.05)
+    found: list[psutil.Process] = []
+
+    def seen() -> bool:
+        found[:] = [p for p in processes_tagged(tag) if role(p) == "spare"]
+        return bool(found)
+
+    wait_until(seen, 30, "a process forked ahead")
+    assert len(found) == 1, found
+    return found[0]
 
 
 @pytest.mark.parametrize(
