@@ -95,12 +95,14 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=40.0)
     parser.add_argument("--slots", type=int, default=1)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="hpsearch-fork-memory-"))
     print("| warm_start | process | PSS (MB) | USS (MB) | RSS (MB) |")
     print("|---|---|---|---|---|")
-    for warm_start in ("spawn", "fork"):
-        for name, pss, uss, rss in sorted(measure(warm_start, args.hold, args.slots, work)):
-            print(f"| {warm_start} | {name} | {pss:.0f} | {uss:.0f} | {rss:.0f} |")
+    with tempfile.TemporaryDirectory(prefix="hpsearch-fork-memory-") as tmp:
+        for warm_start in ("spawn", "fork"):
+            for name, pss, uss, rss in sorted(
+                measure(warm_start, args.hold, args.slots, Path(tmp))
+            ):
+                print(f"| {warm_start} | {name} | {pss:.0f} | {uss:.0f} | {rss:.0f} |")
 
 
 if __name__ == "__main__":
