@@ -48,6 +48,7 @@ NOT_FORKING = "hpsearch: warm_start=fork: not forking: "
 # The sweep logs the server's thread count (debug) once it has heard its `ready`.
 VERBOSE = "hydra.verbose=hpsearch.launcher"
 SERVER_READY = "hpsearch: the fork server has "
+ONE_SLOT = ("hydra.launcher.n_jobs=1", "hydra.launcher.gpus=[]")
 
 pytestmark = pytest.mark.slow
 
@@ -80,12 +81,17 @@ class ForkSweep:
 
 
 def start_fork_sweep(
-    runner: Runner, marks: Path, *args: str, env: dict[str, str] | None = None
+    runner: Runner,
+    marks: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    preload: tuple[str, ...] = (PRELOAD,),
 ) -> ForkSweep:
-    """A probe sweep with warm_start=fork, its server importing `preload_marker` (50 ms)."""
+    """A probe sweep with warm_start=fork, its server importing `preload_marker` (50 ms)
+    unless `preload` says otherwise (none: `preload: auto` learns)."""
     return ForkSweep(
         runner.popen(
-            runner.probe_sweep(marks, PRELOAD, FORK, VERBOSE, *args),
+            runner.probe_sweep(marks, *preload, FORK, VERBOSE, *args),
             env=simulated_gpus_env({"PROBE_MARKS": str(marks), **(env or {})}),
         )
     )
@@ -153,8 +159,7 @@ def test_a_freed_slots_job_takes_a_process_forked_while_the_slot_was_busy(
     """One slot, jobs of 2 s: each later job's process had been made long before its task
     began (forked ahead, it waited while the job before it ran), yet it is that job's own
     fresh process in every way the first test asks."""
-    one_slot = ("hydra.launcher.n_jobs=1", "hydra.launcher.gpus=[]")
-    sweep, out = fork_sweep(runner, marks, "x=0,1,2,3", "sleep=2", *one_slot)
+    sweep, out = fork_sweep(runner, marks, "x=0,1,2,3", "sleep=2", *ONE_SLOT)
     assert sweep.returncode == 0, out
     records = sorted(read_records(marks), key=lambda r: r["num"])
     assert len({r["pid"] for r in records}) == 4 and len(forked(records, sweep)) == 4
@@ -169,9 +174,7 @@ def test_a_process_forked_ahead_that_dies_while_waiting_is_replaced(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
     (marks / "hold").touch()
-    sweep = start_fork_sweep(
-        runner, marks, "x=0,1,2", "hydra.launcher.n_jobs=1", "hydra.launcher.gpus=[]"
-    )
+    sweep = start_fork_sweep(runner, marks, "x=0,1,2", *ONE_SLOT)
     try:
         killed = _forked_ahead(runner.tag).pid
         os.kill(killed, signal.SIGKILL)
@@ -194,13 +197,8 @@ def test_a_process_forked_ahead_of_a_learned_module_is_dismissed_not_given_a_job
     ahead before that lacks it, so it ends, and jobs from the third on get the marker imported
     ahead. While job 2 is held, the one process waiting is the one forked since."""
     (marks / "hold").touch()
-    args = ("x=0,1,2,3", "imports=[preload_marker]", "hold_from=2", "hydra.launcher.n_jobs=1")
-    sweep = ForkSweep(
-        runner.popen(
-            runner.probe_sweep(marks, FORK, "hydra.launcher.gpus=[]", *args),
-            env={"PROBE_MARKS": str(marks)},
-        )
-    )
+    args = ("x=0,1,2,3", "imports=[preload_marker]", "hold_from=2", *ONE_SLOT)
+    sweep = start_fork_sweep(runner, marks, *args, preload=())
     try:
         wait_for(marks / "start-2")
         waiting = _forked_ahead(runner.tag)
