@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from hpsearch_launcher.contract import REPORTS, REPORTS_FILE
 from hpsearch_launcher.crash_points import CRASH_AT
-from hpsearch_launcher.record.adopt import _read_end
+from hpsearch_launcher.record.adopt import read_end
 from hpsearch_launcher.record.journal import FILENAME as JOURNAL
 from hpsearch_launcher.record.journal import Journal
 from hpsearch_launcher.results import ResultsTable, read_results
@@ -93,7 +93,7 @@ def test_an_older_sweeps_results_csv_begins_the_journal(tmp_path: Path) -> None:
 def test_a_cut_end_file_is_not_adopted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / ".hpsearch-end.json").write_text('{"return": 0.5, "overri')
     with caplog.at_level(logging.WARNING):
-        assert _read_end(tmp_path) is None
+        assert read_end(tmp_path) is None
     assert "cut or unreadable" in caplog.text
 
 
@@ -117,7 +117,7 @@ def test_a_returned_task_has_its_end_written_before_the_watchdog_may_end_it(
     assert task(0.25) == 0.5
     assert os.environ[REPORTS] == str(tmp_path / REPORTS_FILE)  # the report channel's file
     assert held == [True] and not child._ENDING.locked()
-    assert _read_end(tmp_path) == {"return": 0.5, "overrides": ["x=1"]}
+    assert read_end(tmp_path) == {"return": 0.5, "overrides": ["x=1"]}
 
 
 @pytest.mark.parametrize("key", ["error", "status", "start", "return", "run_dir", "job"])

@@ -28,7 +28,10 @@ OOM_LINE = "2026-12-01 W tensorflow: OOM when allocating tensor with shape[60000
         (Outcome(Ending.RAISED, detail="ValueError: bad"), "", False),
         (Outcome(Ending.EXITED, code=1), f"loading...\n{OOM_LINE}\n", True),  # stderr only
         (Outcome(Ending.EXITED, code=1), "loading...\nall fine\n", False),
-        (Outcome(Ending.KILLED, code=int(signal.SIGKILL)), "", True),  # the OOM killer
+        (Outcome(Ending.KILLED, code=int(signal.SIGKILL)), "", True),  # the OOM killer?
+        (Outcome(Ending.KILLED, code=int(signal.SIGKILL), oom_killer=True), "", True),
+        # The kernel's OOM killer killed nothing meanwhile: a user's or a program's SIGKILL.
+        (Outcome(Ending.KILLED, code=int(signal.SIGKILL), oom_killer=False), "", False),
         (Outcome(Ending.KILLED, code=signal.SIGSEGV), "", False),
         (Outcome(Ending.KILLED, code=int(signal.SIGABRT)), "", False),  # below SIGKILL's 9
         (Outcome(Ending.TIMED_OUT, detail="timed out"), OOM_LINE, False),  # our own kill

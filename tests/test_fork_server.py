@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
 
 import pandas as pd
@@ -409,7 +410,8 @@ def test_a_forked_job_past_its_timeout_is_ended_with_its_tree(
 def test_a_server_killed_mid_sweep_falls_back_and_every_job_completes(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    """Its forked jobs end with it (their watchdogs) and run again as a SIGKILL's jobs do."""
+    """Its forked jobs go on, adopted by the sweep (their subreaper), and each is recorded
+    once, as it ended: not run again, never taken for out of memory."""
     args = ("x=0,1,2,3,4,5", "sleep=1", "hydra.launcher.n_jobs=2", "hydra.launcher.gpus=[]")
     sweep = start_fork_sweep(runner, marks, *args)
     try:
@@ -427,6 +429,8 @@ def test_a_server_killed_mid_sweep_falls_back_and_every_job_completes(
     assert f"{NOT_FORKING}the fork server ended (-9)" in out
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert sorted(rows["x"]) == list(range(6)) and set(rows["status"]) == {"completed"}
+    assert set(rows["attempts"]) == {1} and "memory" not in out, out
+    assert len((marks / "starts.log").read_text().split()) == 6  # none ran twice
 
 
 def test_a_forked_job_loses_the_servers_variables_its_slot_does_not_have(
@@ -463,7 +467,9 @@ def answering(theirs: socket.socket, *replies: Callable[[int], list[dict]]) -> t
 def stand_in_server(*replies: Callable[[int], list[dict]]) -> Iterator[ForkServer]:
     """The sweep's ForkServer, its control socket answered by `answering(replies)`."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server = ForkServer(cast(Spare, None), ours, {})
+    # A server process that is never stopped: this one.
+    spare = cast(Spare, SimpleNamespace(proc=SimpleNamespace(pid=os.getpid())))
+    server = ForkServer(spare, ours, {}, lambda pid: None, lambda pid: None)
     answering(theirs, *replies)
     try:
         yield server

@@ -34,8 +34,9 @@ FAULTS = [
     ("exit", "failed", "exited with status 3", 1),
     ("hard_exit", "failed", "exited with status 7", 1),
     ("segfault", "failed", "killed by SIGSEGV (segmentation fault)", 1),
-    # A SIGKILL hpsearch did not send is taken for the OOM killer: retried once, alone.
-    ("sigkill", "failed", "killed by SIGKILL (the OOM killer, or a user)", 2),
+    # A SIGKILL hpsearch did not send, while the kernel's OOM killer killed nothing: not
+    # taken for running out of memory (it once was, and retried alone).
+    ("sigkill", "failed", "killed by SIGKILL (not the OOM killer, which killed nothing", 1),
     ("tf_oom", "failed", "ResourceExhaustedError: OOM when allocating tensor", 2),
     ("hang", "timeout", "timed out after 3s (hydra.launcher.timeout); its process tree was", 1),
     ("flood", "completed", "", 1),

@@ -86,6 +86,10 @@ class LauncherSettings:
     # Seconds a pruned job has to stop by itself (should_stop(), e.g. after a checkpoint)
     # before its process tree is ended (SIGTERM, then SIGKILL a second later).
     prune_grace: float = 2.0
+    # A job's leftover processes (those it started and left running: a server, a daemon that
+    # called setsid or double-forked) are ended when the job's process ends, before its slot
+    # takes the next job: on a GPU they would keep their memory. true keeps them running.
+    keep_daemons: bool = False
     # Where jobs run: "local" (processes on this machine) or "ray" (Ray tasks, one fresh worker
     # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
     backend: str = "local"

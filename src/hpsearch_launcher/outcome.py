@@ -109,6 +109,12 @@ class Outcome:
     detail: str = ""  # RAISED: "Type: message"; EXITED: sys.exit's message; else the cause
     last_error: str = ""  # the last error line the job printed, when it returned nothing
     placement: str = ""  # where it ran, when the backend chose (Ray: "0@10.0.0.5/3f2a9c1b")
+    # The processes it left running when its process ended, each as a log line names it: they
+    # were ended with it (execute.leftovers). None: its backend does not look (Ray).
+    leftovers: tuple[str, ...] | None = None
+    # KILLED by SIGKILL: whether the kernel's OOM killer killed a process meanwhile (its
+    # oom_kill count rose while the job ran); None: it cannot say.
+    oom_killer: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,7 +135,7 @@ class Outcome:
         if self.ending is Ending.EXITED:
             text = f"exited with status {self.code}"
         elif self.ending is Ending.KILLED:
-            text = f"killed by {_signal_name(self.code)}{_SIGNAL_HINTS.get(self.code or 0, '')}"
+            text = f"killed by {_signal_name(self.code)}{self._hint()}"
         else:
             text = self.detail
         if self.ending is Ending.EXITED and self.detail:
@@ -138,7 +144,16 @@ class Outcome:
             text += f": {self.last_error}"
         return text
 
+    def _hint(self) -> str:
+        if self.code == signal.SIGKILL and self.oom_killer is not None:
+            return _KILLERS[self.oom_killer]
+        return _SIGNAL_HINTS.get(self.code or 0, "")
 
+
+_KILLERS = {  # a SIGKILL's sender, by whether the kernel's OOM killer struck meanwhile
+    True: " (the OOM killer)",
+    False: " (not the OOM killer, which killed nothing meanwhile: a user or a program)",
+}
 _SIGNAL_HINTS: dict[int, str] = {
     signal.SIGKILL: " (the OOM killer, or a user)",
     signal.SIGSEGV: " (segmentation fault)",

@@ -160,11 +160,27 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         for _ in range(20_000):
             sys.stdout.write(line)
             sys.stderr.write(line)
+    if mode == "leave":  # returns, leaving 2 sleepers: one in its own group, one a daemon
+        _leave_sleepers(marks)
     if mode == "hang":
         # A grandchild too: the whole tree must go when the job is ended. Its command names
         # the marks dir: a test tells its own sweep's grandchildren from other tests'.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(marks)])
         time.sleep(600)
+
+
+def _leave_sleepers(marks: Path) -> None:
+    """Start two processes that outlive this job unless someone ends them: a child in its own
+    process group and session (start_new_session), and a daemon that double-forks (setsid
+    between): each sleeps 600 s, with the marks dir in its command line, as `hang`'s does."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)", str(marks)]
+    subprocess.Popen(sleep, start_new_session=True)
+    if os.fork() == 0:  # the daemon: fork, setsid, fork again, the middle one exits at once
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, sleep)
+        os._exit(0)
+    time.sleep(0.2)  # both started (the middle process has exited: the daemon is an orphan)
 
 
 def _age() -> float:

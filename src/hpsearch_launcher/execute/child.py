@@ -33,6 +33,7 @@ from ..contract import END_FILE, REPORTS, REPORTS_FILE
 from ..outcome import PackedJobReturn, TaskEnd, TaskResult
 from ..text import short_repr
 from .child_status import ImportWatch, Status, preload_modules
+from .subreaper import become_subreaper
 from .wire import Ticket, more_modules
 
 WATCHDOG_PERIOD_S = 0.5
@@ -49,6 +50,7 @@ BOOT = (
 
 def main(task_file: str, early_log: str, preload: list[str], status_fd: int = -1) -> None:
     start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
+    become_subreaper()  # what it starts stays in its tree (execute.leftovers)
     redirect(early_log, early_log)
     status = Status(status_fd)
     import cloudpickle
@@ -253,14 +255,40 @@ def redirect(stdout_path: str, stderr_path: str, keep: str | None = None) -> Non
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 
-def start_parent_watchdog(parent_pid: int) -> None:
-    """End this job's whole process group when the sweep process dies (SIGKILL included):
-    an orphaned job would go on holding its GPU memory."""
+def start_parent_watchdog(*parents: int) -> None:
+    """End this job's whole process group when its parent, the sweep process, dies (SIGKILL
+    included): an orphaned job would go on holding its GPU memory. A forked job's parent is
+    the fork server, then the sweep (its subreaper) if the server dies first: `parents` are
+    those it may have while the sweep lives. Its descendants that left its group (setsid)
+    are killed first: it is their subreaper, so they are all still below it."""
 
     def watch() -> None:
-        while os.getppid() == parent_pid:
+        while os.getppid() in parents:
             time.sleep(WATCHDOG_PERIOD_S)
         with _ENDING:  # a task that returned has its end written first (milliseconds)
+            for pid in _descendants(os.getpid()):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
     threading.Thread(target=watch, name="hpsearch-parent-watchdog", daemon=True).start()
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid`, read from /proc (no psutil in a job's process)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found

@@ -29,12 +29,13 @@ _OOM = re.compile(
 
 def is_out_of_memory(outcome: Outcome, stderr_tail: str = "") -> bool:
     """A failure caused by memory: the task raised a memory error, the job's last output says
-    so, or its process was SIGKILLed by someone outside the sweep (on Linux, most often the
-    OOM killer; the sweep's own kills are TIMED_OUT or INTERRUPTED, never KILLED)."""
+    so, or its process was SIGKILLed by someone outside the sweep while the kernel's OOM killer
+    struck (where the kernel cannot say: any such SIGKILL, most often the OOM killer's; the
+    sweep's own kills are TIMED_OUT or INTERRUPTED, never KILLED)."""
     if outcome.ending not in (Ending.RAISED, Ending.EXITED, Ending.KILLED, Ending.CRASHED):
         return False
     if outcome.ending is Ending.KILLED and outcome.code == signal.SIGKILL:
-        return True
+        return outcome.oom_killer is not False
     return bool(_OOM.search(outcome.detail) or _OOM.search(stderr_tail))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from .child import run_job_file
 from .child_status import Status
+from .subreaper import become_subreaper
 from .wire import MESSAGE_MAX, Fork, Said, StatusLine, WireError, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -44,6 +45,7 @@ def become_job(task: Any, message: Fork, status_fd: int) -> None:
     """From a copy of the server (already rid of what was the server's) to the job's own fresh
     process; never returns."""
     os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
+    become_subreaper()  # what it starts stays in its tree (execute.leftovers)
     apply_env(message.env, message.unset)
     status = Status(status_fd)
     reseed()

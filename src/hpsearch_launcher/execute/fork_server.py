@@ -122,6 +122,7 @@ class Server:
         self.status = status
         self.control = control
         self.own_threads = own_threads
+        self.sweep = int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid())
         self.wake_r, self.wake_w = os.pipe()
         self.wanted = 0  # processes to keep forked ahead (`Ahead`)
         # Those forked ahead, waiting for a job: pid -> this end of the socket it is handed one on.
@@ -271,7 +272,9 @@ class Server:
         os.dup2(null, 0)
         os.close(null)
         os.close(self.status.fd)  # the server's status pipe is not the job's
-        start_watchdog(os.getppid())  # the server: it ends with the sweep
+        # It ends with the sweep: its parent is the server (which ends with the sweep), or,
+        # once the server is gone, the sweep itself, its subreaper (execute.leftovers).
+        start_watchdog(os.getppid(), self.sweep)
 
 
 def _wait_ahead(task: Any, mine: socket.socket, theirs: socket.socket) -> None:

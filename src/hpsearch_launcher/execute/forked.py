@@ -1,11 +1,11 @@
 """The fork server as the sweep sees it (`warm_start: fork`; its own side: execute.fork_server):
 a spawned process, watched as a spare is, that forks each job's process on request.
 
-A forked process is not the sweep's child: the server reaps it and tells its exit status, so
-`ForkedProcess` stands in for the `subprocess.Popen` a spawned job has (pid, poll, wait). If
-the server dies, its children's watchdogs end them within WATCHDOG_PERIOD_S; they are taken to
-have been killed once gone.
-"""
+A forked process is not the sweep's child: the server reaps it and tells its exit status, and
+`ForkedProcess` (execute.forked_process) stands in for the `subprocess.Popen` a spawned job has.
+No job depends on the server's health: the sweep sees each job's end itself (a pidfd), and if
+the server dies, is stopped or hangs, its jobs go on, adopted by the sweep (their subreaper),
+which reaps them; the sweep falls back to spawning (execute.forking)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
-import psutil
-
+from .forked_process import ENDED_POLL_S, ForkedProcess, is_stopped
 from .spare import Spare
 from .wire import (
     MESSAGE_MAX,
@@ -49,37 +49,24 @@ class ForkRefused(Exception):
     """The server would not (or could not) fork a job; the message says why."""
 
 
-class ForkedProcess:
-    """A job's process forked by the server, with the part of Popen's interface the sweep uses."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-        self.stdin = None
-        self._ended = threading.Event()
-
-    def ended(self, code: int) -> None:
-        self.returncode = code
-        self._ended.set()
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(f"forked job process {self.pid}", timeout or 0.0)
-        assert self.returncode is not None
-        return self.returncode
-
-
 class ForkServer:
     """The server's process (as a Spare: its preload lines are heard as a spare's), its control
     socket, and the children it forked that have not ended."""
 
-    def __init__(self, spare: Spare, control: socket.socket, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        spare: Spare,
+        control: socket.socket,
+        env: Mapping[str, str],
+        adopt: Callable[[int], None],
+        unreaped: Callable[[int], None],
+    ) -> None:
         self.spare = spare
         self.control = control
         self.env = dict(env)  # the environment it was spawned with (its first slot's)
+        # Told each job's pid as it is forked: the sweep waits for it itself (execute.leftovers).
+        self._adopt = adopt
+        self._unreaped = unreaped  # told of a job's exit the server did not reap in time
         self.threads: int | None = None  # its native threads, as it last said
         self._asked: dict[int, Future[ForkedProcess]] = {}
         self._children: dict[int, ForkedProcess] = {}
@@ -126,19 +113,34 @@ class ForkServer:
             if not sent:
                 raise ForkRefused("the fork server is gone")
             try:
-                child = asked.result(timeout=FORK_ANSWER_S)
-            except FutureTimeout:
+                child = self._answer(asked)
+            except (FutureTimeout, ForkRefused) as err:
                 with self._lock:  # a later answer's child is killed (_read): the job runs cold
                     self._asked.pop(number, None)
                 if not asked.done():
                     raise ForkRefused(
-                        f"the fork server did not answer within {FORK_ANSWER_S:g} s"
+                        str(err) or f"the fork server did not answer within {FORK_ANSWER_S:g} s"
                     ) from None
                 child = asked.result()  # answered meanwhile
         except BaseException:
             os.close(read_end)
             raise
         return child, read_end
+
+    def _answer(self, asked: Future[ForkedProcess]) -> ForkedProcess:
+        """The server's answer to a fork; FutureTimeout past FORK_ANSWER_S, ForkRefused at
+        once if the server is stopped (it would answer no sooner than it is continued)."""
+        deadline = time.monotonic() + FORK_ANSWER_S
+        while True:
+            try:
+                return asked.result(timeout=min(ENDED_POLL_S, deadline - time.monotonic()))
+            except FutureTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                if is_stopped(self.spare.proc.pid):
+                    raise ForkRefused(
+                        "the fork server is stopped (SIGSTOP, or a debugger)"
+                    ) from None
 
     def _send(self, message: Control, fd: int | None = None) -> bool:
         try:
@@ -168,7 +170,9 @@ class ForkServer:
                     if asked is None:  # answered after fork() gave up: never run it twice
                         _kill_tree(message.pid)
                         continue
-                    child = self._children[message.pid] = ForkedProcess(message.pid)
+                    self._adopt(message.pid)
+                    child = ForkedProcess(message.pid, self._unreaped)
+                    self._children[message.pid] = child
                     asked.set_result(child)
                 elif isinstance(message, Refused):  # dropped if fork() gave up (it runs cold)
                     refused = self._asked.pop(message.id, None)
@@ -179,18 +183,16 @@ class ForkServer:
         self._orphaned()
 
     def _orphaned(self) -> None:
-        """The server is gone: its children end by their watchdogs (killed here too, for a
-        child whose watchdog could not run); each is taken as killed once it is gone."""
+        """The server is gone: its children go on, adopted by the sweep (their subreaper), and
+        each one's watcher reaps it (or, where the sweep could not adopt it, its watchdog ended
+        it with the server, and it is taken as lost)."""
         with self._lock:
             for asked in self._asked.values():
                 asked.set_exception(ForkRefused("the fork server is gone"))
             self._asked.clear()
             children, self._children = list(self._children.values()), {}
         for child in children:
-            _kill_tree(child.pid)
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(child.pid).wait(timeout=5)
-            child.ended(-signal.SIGKILL)
+            child.server_gone()
 
     def close(self) -> None:
         """End the server (it has no job: killed at once) and its socket."""

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from .backend import JobSpec
 from .forked import FORK_READY_S, ForkRefused, ForkServer
+from .forked_process import REAP_S, is_stopped
 from .job_process import LocalHandle
+from .leftovers import Leftovers
 from .spare import PRELOAD_BOUND_S, Preloads, Spare, StatusReader
 from .wire import Said
 
@@ -39,8 +41,10 @@ class Forking:
         spawn: ServerSpawn,
         active: bool,
         holds_gpu: Callable[[int], bool],
+        leftovers: Leftovers,
     ) -> None:
         self.dir = dir
+        self.leftovers = leftovers
         self.preloads = preloads
         self.spawn = spawn
         # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
@@ -49,6 +53,7 @@ class Forking:
         self._made = 0  # fork servers made so far: names their logs
         self._holds_gpu = holds_gpu  # NVML: whether a process holds a CUDA context
         self._fork_failure: str | None = None  # a job's watcher saw a forked process fail
+        self._unreaped: int | None = None  # a job's process the server left unreaped (it hangs)
         # When the server was made, until its first `ready` (the task's module imported): jobs
         # wait for it meanwhile, so that wait is bounded too.
         self._loading_since: float | None = None
@@ -77,6 +82,7 @@ class Forking:
             result,
             StatusReader(read_end),
             self.preloads,
+            self.leftovers,
             cold=cold,
             ready_by=time.monotonic() + FORK_READY_S,
             on_fork_failure=self._fork_failed,
@@ -121,44 +127,72 @@ class Forking:
         finally:
             theirs.close()
         spare = Spare(proc, path, status, set(modules))
-        self.server = ForkServer(spare, control, {**os.environ, **env})
+        self.server = ForkServer(
+            spare, control, {**os.environ, **env}, self.leftovers.started, self._unreaped_job
+        )
+        self._unreaped = None
         self._loading_since = time.monotonic()
 
     def check(self) -> None:
         """Take in what the server said; fall back to spawned spares (one warning) if it died,
         hangs in an import, holds a CUDA context, or a forked process failed to start. Once
-        fallen back, the server ends when the last of its children has."""
+        fallen back, the server ends when the last of its children has; one that is stopped or
+        hung is killed at once (its jobs go on, adopted by the sweep: execute.leftovers)."""
         server = self.server
         if server is None:
             return
+        stuck = self._stuck(server)
         if self.active:
-            code = server.spare.proc.poll()
-            lines = server.spare.status.lines() if code is None else None
-            for line in lines or ():
-                if line.said is Said.THREADS:
-                    server.threads = line.threads
-                    log.debug("hpsearch: the fork server has %d threads", line.threads)
-                else:
-                    self.preloads.heard(line, server.spare)
-                if line.said is Said.READY:
-                    self._loading_since = None
-                    if self._holds_gpu(server.spare.proc.pid):
-                        self._fall_back("it holds a CUDA context (NVML lists it on a GPU)")
-            if code is not None:
-                self.preloads.died(server.spare, code)
-                self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")
-            elif self.preloads.stuck(server.spare):
-                self._fall_back("the fork server hangs in an import ahead")
-            elif self._loading_too_long():
-                self._fall_back(
-                    f"the fork server had not imported the task's module {PRELOAD_BOUND_S:g} s "
-                    "after it started (HPSEARCH_PRELOAD_TIMEOUT)"
-                )
-            elif self._fork_failure is not None:
-                self._fall_back(self._fork_failure)
-        if not self.active and not server.busy():
+            why = stuck or self._unfit(server)
+            if why is not None:
+                self._fall_back(why)
+        if not self.active and (stuck is not None or not server.busy()):
             server.close()
             self.server = None
+
+    def _unfit(self, server: ForkServer) -> str | None:
+        """Why the server should fork no more jobs, having heard what it said; None: none."""
+        code = server.spare.proc.poll()
+        lines = server.spare.status.lines() if code is None else None
+        why = None
+        for line in lines or ():
+            if line.said is Said.THREADS:
+                server.threads = line.threads
+                log.debug("hpsearch: the fork server has %d threads", line.threads)
+            else:
+                self.preloads.heard(line, server.spare)
+            if line.said is Said.READY:
+                self._loading_since = None
+                if self._holds_gpu(server.spare.proc.pid):
+                    why = "it holds a CUDA context (NVML lists it on a GPU)"
+        if code is not None:
+            self.preloads.died(server.spare, code)
+            return f"the fork server ended ({code}): see {server.spare.log}"
+        if self.preloads.stuck(server.spare):
+            return "the fork server hangs in an import ahead"
+        if self._loading_too_long():
+            return (
+                f"the fork server had not imported the task's module {PRELOAD_BOUND_S:g} s "
+                "after it started (HPSEARCH_PRELOAD_TIMEOUT)"
+            )
+        return why or self._fork_failure
+
+    def _stuck(self, server: ForkServer) -> str | None:
+        """Why the server no longer serves (stopped, or it left a job's end unreaped), so that
+        it is killed at once; None: it serves."""
+        pid = server.spare.proc.pid
+        if is_stopped(pid):
+            return f"the fork server (pid {pid}) is stopped (SIGSTOP, or a debugger); it was killed"
+        if self._unreaped is not None:
+            return (
+                f"the fork server did not reap job process {self._unreaped} within {REAP_S:g} s "
+                "of its end (it hangs); it was killed"
+            )
+        return None
+
+    def _unreaped_job(self, pid: int) -> None:
+        """From a job's watcher: its process exited, and the server has not reaped it."""
+        self._unreaped = self._unreaped or pid
 
     def _loading_too_long(self) -> bool:
         since = self._loading_since

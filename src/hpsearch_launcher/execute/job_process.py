@@ -6,6 +6,7 @@ its outcome when it has exited; ended as a whole process tree.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -22,6 +23,8 @@ import psutil
 from ..outcome import Ending, Outcome, TaskResult, outcome_of
 from .backend import JobSpec, last_error_line
 from .forked import FORK_READY_S
+from .forked_process import ForkedProcess
+from .leftovers import Leftovers
 from .spare import Preloads, Spare, StatusReader
 from .wire import Said
 
@@ -50,6 +53,7 @@ class LocalHandle:
         result_path: Path,
         status: StatusReader,
         preloads: Preloads,
+        leftovers: Leftovers,
         spare: Spare | None = None,
         cold: Callable[[], tuple[JobProcess, StatusReader]] | None = None,
         ready_by: float | None = None,
@@ -60,6 +64,7 @@ class LocalHandle:
         self.result_path = result_path
         self.status = status
         self.preloads = preloads
+        self.leftovers = leftovers  # what the job's process leaves running is ended with it
         # A spare handed its job before its imports were done: watched until they are, and
         # replaced by `cold()` (a cold process given the job) if one of them hangs.
         self.spare = spare if spare is not None and spare.batches > 0 else None
@@ -72,6 +77,7 @@ class LocalHandle:
         self._ended = False
         self.outcome: Future[Outcome] = Future()
         self._started = time.monotonic()  # its process exists: it runs
+        self._oom_kills = oom_kills()  # the kernel's count: did the OOM killer strike since?
         threading.Thread(target=self._watch, name=f"hpsearch-job-{spec.num}", daemon=True).start()
 
     def pids(self) -> list[int]:
@@ -87,10 +93,15 @@ class LocalHandle:
     def _watch(self) -> None:
         self._listen()
         code = self.proc.wait()
+        self.leftovers.done(self.proc.pid)
         try:
+            ended = self.leftovers.end()  # before its slot frees: their memory is its
             outcome = self._read_outcome(code)
         except Exception as err:  # never leave the sweep waiting on a future that won't resolve
+            ended = []
             outcome = Outcome(Ending.EXITED, code=code, detail=f"unreadable result: {err!r}")
+        if self.leftovers.active:
+            outcome = dataclasses.replace(outcome, leftovers=tuple(map(str, ended)))
         self.outcome.set_result(outcome)
 
     def _listen(self) -> None:
@@ -149,6 +160,7 @@ class LocalHandle:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=KILL_WAIT_S)
             self.status.close()
+            self.leftovers.done(self.proc.pid)
             self.spare = None
             if not self._ended:  # else the sweep ended the job meanwhile: it stays ended
                 self.proc, self.status = self._cold()
@@ -163,8 +175,13 @@ class LocalHandle:
             result = TaskResult.from_bytes(self.result_path.read_bytes())
             self.result_path.unlink()
             return outcome_of(result, self._err)
+        if isinstance(self.proc, ForkedProcess) and self.proc.lost is not None:
+            # Not the job's failure: it runs again (retry_kind), spawned (forking fell back).
+            return Outcome(Ending.LOST, detail=f"its process was lost: {self.proc.lost}")
         if code < 0:
-            return Outcome(Ending.KILLED, code=-code, last_error=self._err())
+            struck = oom_kills()
+            by_oom = None if struck is None or self._oom_kills is None else struck > self._oom_kills
+            return Outcome(Ending.KILLED, code=-code, last_error=self._err(), oom_killer=by_oom)
         return Outcome(Ending.EXITED, code=code, last_error=self._err())
 
     def _err(self) -> str:
@@ -230,3 +247,16 @@ def file_tail(path: Path, max_bytes: int) -> str:
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def oom_kills() -> int | None:
+    """The kernel's count of processes its OOM killer has killed (/proc/vmstat, Linux 4.13+;
+    cgroups' OOM kills included); None where it does not say."""
+    try:
+        with open("/proc/vmstat", "rb") as f:
+            for line in f:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None

@@ -31,6 +31,7 @@ from .child import BOOT
 from .fork_server import BOOT as SERVER_BOOT
 from .forking import Forking
 from .job_process import LocalHandle, end_trees, hand_over, signal_tree
+from .leftovers import Leftovers
 from .scratch import Scratch
 from .spare import Preloads, StatusReader
 from .spare_pool import SparePool
@@ -48,7 +49,10 @@ class LocalBackend:
         max_preparing: int = 1,
         fork: bool = False,
         holds_gpu: Callable[[int], bool] = lambda pid: False,
+        keep_daemons: bool = False,
     ) -> None:
+        # The sweep adopts what jobs leave behind, to end it (execute.leftovers).
+        self.leftovers = Leftovers(keep=keep_daemons)
         self.scratch = Scratch()  # removes the scratch dirs of sweeps that were killed
         self.dir = self.scratch.path
         self.task_file = self.dir / "task.pkl"
@@ -57,7 +61,9 @@ class LocalBackend:
         # None: `preload: auto`.
         self.preloads = Preloads(None if preload is None else tuple(preload))
         self.spares = SparePool(self.dir, self.preloads, max_preparing, self._spawn)
-        self.forking = Forking(self.dir, self.preloads, self._spawn, fork, holds_gpu)
+        self.forking = Forking(
+            self.dir, self.preloads, self._spawn, fork, holds_gpu, self.leftovers
+        )
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
@@ -79,12 +85,19 @@ class LocalBackend:
             try:
                 hand_over(spare.proc, message)
                 return LocalHandle(
-                    spare.proc, spec, result, spare.status, self.preloads, spare, cold
+                    spare.proc,
+                    spec,
+                    result,
+                    spare.status,
+                    self.preloads,
+                    self.leftovers,
+                    spare,
+                    cold,
                 )
             except OSError:  # it died between the check and the hand-over: a cold one instead
                 self.spares.kill(spare)
         proc, status = cold()
-        return LocalHandle(proc, spec, result, status, self.preloads)
+        return LocalHandle(proc, spec, result, status, self.preloads, self.leftovers)
 
     def warming(self, env: Mapping[str, str]) -> bool:
         """Forking: whether the fork server (made now, with `env`, if need be) still imports,
@@ -118,15 +131,17 @@ class LocalBackend:
             args.append(str(control.fileno()))
             fds.append(control.fileno())
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", BOOT if control is None else SERVER_BOOT, *args],
-                pass_fds=fds,
-                env={**os.environ, **env},
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group: ended as a tree, Ctrl-C spared
-                close_fds=True,
+            proc = self.leftovers.spawn(
+                lambda: subprocess.Popen(
+                    [sys.executable, "-c", BOOT if control is None else SERVER_BOOT, *args],
+                    pass_fds=fds,
+                    env={**os.environ, **env},
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # its own group: ended as a tree, Ctrl-C spared
+                    close_fds=True,
+                )
             )
         except BaseException:
             os.close(read_end)
@@ -151,4 +166,5 @@ class LocalBackend:
         """Kill the spares nobody used, and the fork server; remove the backend's files."""
         self.forking.close()
         self.spares.close()
+        self.leftovers.close()
         self.scratch.remove()

@@ -67,6 +67,7 @@ def machine_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) 
         settings.preload if settings.warm else (),
         max_preparing=max(1, cores // 2),
         fork=settings.warm_start == "fork",
+        keep_daemons=settings.keep_daemons,
         holds_gpu=lambda pid: holds_gpu(gpus, pid),
     )
     return MachineExecution(

@@ -3,19 +3,27 @@ what it reported, why it was pruned. The job itself (plan.jobs.Job) never change
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from hydra.core.utils import JobStatus
+
+from ..contract import END_FILE
 from ..outcome import Ending, Outcome
 from ..plan.jobs import Job, run_dir
 from ..plan.settings import LauncherSettings
+from ..record.adopt import read_end
 from ..record.attempt import Attempt
+from ..record.recorder import make_return
 from ..record.reports import ReportReader
 from .backend import JobHandle, JobSpec, config_payload
 from .failures import Retry, is_out_of_memory, retry_kind
+
+log = logging.getLogger("hpsearch.launcher")
 
 
 class RunState(Enum):
@@ -139,6 +147,31 @@ class Run:
             )
             self.whole = kind is Retry.ALONE
         return kind
+
+
+def returned(run: Run, outcome: Outcome) -> Outcome:
+    """A job whose task returned is completed, whatever its process did after that (it was
+    killed, timed out, lost its server, closed its output, exited non-zero): the end file this
+    attempt wrote in its run dir, the moment its task returned, holds the return value."""
+    if outcome.ending in (Ending.RETURNED, Ending.RAISED, Ending.PRUNED) or run.dir is None:
+        return outcome
+    end_file = run.dir / END_FILE
+    try:
+        written = end_file.stat().st_mtime
+    except OSError:
+        return outcome
+    end = read_end(run.dir) if written >= run.started_wall else None
+    if end is None or "return" not in end:  # none, or an earlier attempt's
+        return outcome
+    log.warning(
+        "job %d returned (its end file holds the value), then %s: it is completed",
+        run.job.num,
+        outcome.reason or outcome.ending.value,
+    )
+    ret = make_return(run.job, JobStatus.COMPLETED, end["return"], str(run.dir))
+    return Outcome(
+        Ending.RETURNED, job_return=ret, placement=outcome.placement, leftovers=outcome.leftovers
+    )
 
 
 def pruned(run: Run, outcome: Outcome) -> Outcome:

@@ -28,7 +28,7 @@ from .backend import Execution, Wanted
 from .bookkeeper import Bookkeeper
 from .packer import Packer
 from .room import Room
-from .run import Run, RunState
+from .run import Run, RunState, returned
 from .running import Running
 from .signals import StopRequest, stop_on_signals
 
@@ -218,6 +218,7 @@ class Sweep:
         log.info("job %d pruned %s  %s", run.job.num, run.job.label, pruning.reason)
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
+        outcome = returned(run, outcome)
         self.pool.release(run.device, whole=run.whole)
         self.room.freed = True
         self.packer.ended(run, outcome)

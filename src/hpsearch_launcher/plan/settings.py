@@ -101,6 +101,7 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         warm_start=parse_warm_start(params["warm_start"]),
         wait_for_free_memory=flag("wait_for_free_memory", params["wait_for_free_memory"]),
         preload=parse_preload(params["preload"]),
+        keep_daemons=flag("keep_daemons", params["keep_daemons"]),
         **parse_prune(params),
         backend=parse_backend(params["backend"], params["gpus"]),
         **{name: parse_section(section, params[name]) for name, section in SECTIONS.items()},

@@ -44,7 +44,7 @@ class Adopter:
         for path in _existing(sweep_dir(job), job.name):
             if path.resolve() in named:
                 continue
-            end = _read_end(path)
+            end = read_end(path)
             if end is not None and end.get("overrides") == list(job.overrides):
                 named.add(path.resolve())
                 return Adopted(path, end.get("return"), (path / END_FILE).stat().st_mtime)
@@ -59,7 +59,7 @@ class Adopter:
         for path in sorted(sweep_dir.iterdir()) if sweep_dir.is_dir() else ():
             if not path.is_dir() or path.resolve() in named:
                 continue
-            end = _read_end(path)
+            end = read_end(path)
             overrides = end.get("overrides") if end is not None else None
             if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
                 ends.append(((path / END_FILE).stat().st_mtime, overrides))
@@ -85,7 +85,7 @@ def _existing(parent: Path, name: str) -> Iterable[Path]:
         yield path
 
 
-def _read_end(path: Path) -> dict[str, Any] | None:
+def read_end(path: Path) -> dict[str, Any] | None:
     """The end file's content; None if there is none, or it is not whole JSON (said once)."""
     try:
         data = json.loads((path / END_FILE).read_text())

@@ -37,6 +37,8 @@ TAIL = (
     Column("end"),
     Column("wall_time_s", Kind.NUMBER),
     Column("attempts", Kind.INTEGER),
+    # Processes it left running when it ended, which were ended with it; "": not looked for.
+    Column("leftovers", Kind.INTEGER),
     Column("run_dir", required=True),
     Column("config_hash", required=True),
     Column("error"),

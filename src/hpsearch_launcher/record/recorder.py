@@ -130,6 +130,8 @@ class Recorder:
         job, outcome, value = attempt.job, attempt.outcome, attempt.value
         if outcome.ok and outcome.detail:  # the child replaced an unpicklable return value
             self.notices.warn("return-pickle", f"job {job.num}'s return value: {outcome.detail}")
+        if outcome.leftovers:
+            self.notices.warn("leftovers", left_running(job.num, outcome.leftovers))
         row = self._row(attempt, value)
         self.table.supersede(job.config_hash, self.first_new_job, job.num)
         self.table.put(row, job.params)
@@ -163,6 +165,7 @@ class Recorder:
             "end": iso_time(ended),
             "wall_time_s": round(ended - attempt.started, 3),
             "attempts": attempt.attempts,
+            "leftovers": None if outcome.leftovers is None else len(outcome.leftovers),
             "run_dir": in_form_of(attempt.run_dir, self.run_dir_like),
             "config_hash": job.config_hash,
             "error": attempt.error,
@@ -205,3 +208,13 @@ def make_return(job: Job, status: JobStatus, value: Any, working_dir: str) -> Jo
     )
     ret._return_value = value
     return ret
+
+
+def left_running(num: int, leftovers: tuple[str, ...], most: int = 3) -> str:
+    """What a job left running, said once: results.csv's `leftovers` counts it for each job."""
+    shown = ", ".join(leftovers[:most]) + (", ..." if len(leftovers) > most else "")
+    return (
+        f"job {num} left {len(leftovers)} process(es) running when it ended: {shown}; they "
+        "were ended with it, as every job's are (results.csv: leftovers; "
+        "hydra.launcher.keep_daemons=true keeps them)"
+    )
