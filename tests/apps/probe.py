@@ -160,6 +160,8 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         for _ in range(20_000):
             sys.stdout.write(line)
             sys.stderr.write(line)
+    if mode == "hang_after_return":  # the task returns, then its process hangs on its way out
+        atexit.register(time.sleep, 600)
     if mode == "leave":  # returns, leaving 2 sleepers: one in its own group, one a daemon
         _leave_sleepers(marks)
     if mode == "hang":
