@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from hpsearch_launcher.execute.backend import last_error_line
 from hpsearch_launcher.execute.child import result_bytes
 from hpsearch_launcher.execute.failures import Retry, is_out_of_memory, retry_kind
+from hpsearch_launcher.execute.task_error import picklable_error
 from hpsearch_launcher.outcome import Ending, Outcome, TaskEnd, TaskResult
 from hpsearch_launcher.plan.settings import parse_settings
 
@@ -119,3 +120,12 @@ def test_a_results_configs_are_unpickled_only_when_read() -> None:
     assert [getattr(back, f.name) for f in fields(JobReturn)] == list(vars(ret).values())
     back.cfg = None
     assert back.cfg is None and back.hydra_cfg == hydra_cfg
+
+
+def test_a_tasks_keyboard_interrupt_comes_back_as_an_exception() -> None:
+    """A sweeper that reads a failed job's return value raises its error in the sweep: a
+    KeyboardInterrupt there would read as Ctrl-C pressed on the sweep."""
+    back = picklable_error(KeyboardInterrupt())
+    assert type(back) is RuntimeError and str(back) == "KeyboardInterrupt"
+    error = ValueError("x")
+    assert picklable_error(error) is error

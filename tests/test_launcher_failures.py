@@ -3,6 +3,7 @@ interrupting or killing the sweep ends every job's process tree."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -76,6 +77,55 @@ def test_a_failing_job_is_isolated(
         assert (run_dir / "stdout.log").stat().st_size >= 20_000 * 1024
     if mode == "hang":
         assert time.monotonic() - started < 30
+
+
+# A job's own end, read the same whether its process was forked or spawned: mode, status, the
+# reason (in the JobReturn and results.csv), and the end of its stderr.log.
+OWN_ENDS = [
+    ("raise", "failed", "ValueError: probe asked to raise", "ValueError: probe asked to raise\n"),
+    # It returned: completed, though its progress line can no longer be flushed.
+    ("close_stdio", "completed", "", "probe job 0 stderr\n"),
+    # The task's own KeyboardInterrupt, not the sweep's: an error it raised, traceback kept.
+    (
+        "keyboard_interrupt",
+        "failed",
+        "KeyboardInterrupt",
+        "raise KeyboardInterrupt\nKeyboardInterrupt\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("warm_start", WARM_STARTS)
+@pytest.mark.parametrize(
+    ("mode", "status", "reason", "log_end"), OWN_ENDS, ids=[e[0] for e in OWN_ENDS]
+)
+def test_a_jobs_own_end_reads_the_same_forked_or_spawned(
+    launch,
+    marks: Path,
+    tmp_path: Path,
+    warm_start: str,
+    mode: str,
+    status: str,
+    reason: str,
+    log_end: str,
+) -> None:
+    (ret,) = launch(
+        [[f"mode={mode}"]],
+        f"hydra.launcher.warm_start={warm_start}",
+        "hydra.launcher.gpus=[]",
+        "hydra.launcher.n_jobs=1",
+    )
+    forked = int((marks / "start-0").read_text()) != os.getpid()  # its parent: the server
+    assert forked == (warm_start == "fork")
+    if reason:  # an Exception in the sweep: a KeyboardInterrupt there would stop it
+        with pytest.raises(Exception, match=reason):
+            _ = ret.return_value
+    else:
+        assert ret.return_value == 0.0
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False).iloc[0]
+    assert (row["status"], row["error"]) == (status, reason)
+    (stderr,) = (tmp_path / "sweep").glob("*/stderr.log")
+    assert stderr.read_text().endswith(log_end)
 
 
 def test_an_out_of_memory_line_only_in_stderr_retries_alone(
