@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher.execute.backend import last_error_line
 from hpsearch_launcher.execute.child import result_bytes
-from hpsearch_launcher.execute.failures import Retry, is_out_of_memory, retry_kind
+from hpsearch_launcher.execute.failures import Retry, alone_words, is_out_of_memory, retry_kind
 from hpsearch_launcher.execute.fork_child import FAILED_BEFORE_TASK, failed_before_task
 from hpsearch_launcher.execute.task_error import picklable_error
 from hpsearch_launcher.execute.wire import Ticket
@@ -124,6 +124,20 @@ def test_a_results_configs_are_unpickled_only_when_read() -> None:
     assert [getattr(back, f.name) for f in fields(JobReturn)] == list(vars(ret).values())
     back.cfg = None
     assert back.cfg is None and back.hydra_cfg == hydra_cfg
+
+
+@pytest.mark.parametrize(
+    ("device", "alone", "too_big"),
+    [
+        ("0", "alone on its GPU with the whole memory", "the job needs more than one GPU holds"),
+        ("cpu", "alone, with no other job running beside it", "more memory than this machine has"),
+    ],
+)
+def test_a_retry_alone_is_worded_for_its_device(device: str, alone: str, too_big: str) -> None:
+    """A sweep without GPUs (gpus=[]) is never told of a GPU it does not have."""
+    words = alone_words(device)
+    assert words[0] == alone and too_big in words[1]
+    assert device != "cpu" or not any("GPU" in w for w in words)
 
 
 def test_a_tasks_keyboard_interrupt_comes_back_as_an_exception() -> None:

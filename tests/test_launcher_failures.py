@@ -173,6 +173,22 @@ def test_out_of_memory_job_is_retried_alone_on_its_gpu(
     )
 
 
+def test_out_of_memory_on_the_cpu_is_retried_alone_and_told_without_a_gpu(
+    launch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep without GPUs retries alone too (no other job beside it), and says so."""
+    launch([["x=1", "mode=stderr_oom"], ["x=2"]], "hydra.launcher.gpus=[]")
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x").loc[1]
+    assert (row["status"], row["attempts"]) == ("failed", 2)
+    assert (
+        "attempt 2: out of memory alone, with no other job running beside it: the job needs "
+        "more memory than this machine has free"
+    ) in row["error"]
+    retrying = [line for line in capfd.readouterr().out.splitlines() if "retrying" in line]
+    assert len(retrying) == 1 and "retrying alone, with no other job running" in retrying[0]
+    assert "GPU" not in row["error"] + retrying[0]
+
+
 @pytest.mark.parametrize(
     ("max_retries", "status", "attempts"), [(0, "failed", 1), (1, "completed", 2)]
 )
