@@ -66,7 +66,10 @@ def fork_server(sweep: psutil.Process) -> psutil.Process | None:
 def attack(sweep: subprocess.Popen[str], fault: str, at: float, rng: random.Random) -> str:
     """Wait `at` s, then send `fault` to the sweep's fork server; what was done."""
     time.sleep(at)
-    server = fork_server(psutil.Process(sweep.pid))
+    try:
+        server = fork_server(psutil.Process(sweep.pid))
+    except psutil.Error:  # the sweep had ended
+        server = None
     if server is None:
         return "none (no server)"
     try:
@@ -124,14 +127,18 @@ def one_round(work: Path, first: int, jobs: int, sleep: float, rng: random.Rando
 
 
 def check(work: Path, marks: Path, out: str, jobs: int, code: int, left: int) -> dict:
-    lines = (work / "sweep" / "results.jsonl").read_text().splitlines()
+    if code != 0:
+        print(out[-4000:], file=sys.stderr)
+    journal = work / "sweep" / "results.jsonl"
+    lines = journal.read_text().splitlines() if journal.exists() else []
     final = {}  # each job's last row
     for line in lines:
         if "row" in (entry := json.loads(line)):
             final[entry["row"]["job"]] = entry["row"]
-    began = collections.Counter((marks / "starts.log").read_text().split())
+    starts, records = marks / "starts.log", marks / "records.jsonl"
+    began = collections.Counter(starts.read_text().split() if starts.exists() else [])
     returned = {}
-    for line in (marks / "records.jsonl").read_text().splitlines():
+    for line in records.read_text().splitlines() if records.exists() else []:
         record = json.loads(line)
         returned[record["num"]] = record["end"]
     recorded = {}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import threading
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
@@ -13,7 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher.execute.backend import last_error_line
 from hpsearch_launcher.execute.child import result_bytes
-from hpsearch_launcher.execute.failures import Retry, is_out_of_memory, retry_kind
+from hpsearch_launcher.execute.failures import Retry, alone_words, is_out_of_memory, retry_kind
+from hpsearch_launcher.execute.fork_child import FAILED_BEFORE_TASK, failed_before_task
+from hpsearch_launcher.execute.task_error import picklable_error
+from hpsearch_launcher.execute.wire import Ticket
 from hpsearch_launcher.outcome import Ending, Outcome, TaskEnd, TaskResult
 from hpsearch_launcher.plan.settings import parse_settings
 
@@ -122,3 +127,53 @@ def test_a_results_configs_are_unpickled_only_when_read() -> None:
     assert [getattr(back, f.name) for f in fields(JobReturn)] == list(vars(ret).values())
     back.cfg = None
     assert back.cfg is None and back.hydra_cfg == hydra_cfg
+
+
+@pytest.mark.parametrize(
+    ("device", "alone", "too_big"),
+    [
+        ("0", "alone on its GPU with the whole memory", "the job needs more than one GPU holds"),
+        ("cpu", "alone, with no other job running beside it", "more memory than this machine has"),
+    ],
+)
+def test_a_retry_alone_is_worded_for_its_device(device: str, alone: str, too_big: str) -> None:
+    """A sweep without GPUs (gpus=[]) is never told of a GPU it does not have."""
+    words = alone_words(device)
+    assert words[0] == alone and too_big in words[1]
+    assert device != "cpu" or not any("GPU" in w for w in words)
+
+
+def test_a_tasks_keyboard_interrupt_comes_back_as_an_exception() -> None:
+    """A sweeper that reads a failed job's return value raises its error in the sweep: a
+    KeyboardInterrupt there would read as Ctrl-C pressed on the sweep."""
+    back = picklable_error(KeyboardInterrupt())
+    assert type(back) is RuntimeError and str(back) == "KeyboardInterrupt"
+    error = ValueError("x")
+    assert picklable_error(error) is error
+
+
+def test_a_forked_process_that_fails_before_its_task_says_so_in_the_jobs_log(
+    tmp_path: Path,
+) -> None:
+    """Exit status 70 is only this, and the job's stderr.log says why (its last error line,
+    which the sweep shows, says so)."""
+    stderr = tmp_path / "stderr.log"
+    ticket = Ticket(config=b"", stdout=str(tmp_path / "stdout.log"), stderr=str(stderr), subdir="")
+    job_file = tmp_path / "job"
+    job_file.write_bytes(ticket.to_bytes())
+    pid = os.fork()
+    if pid == 0:  # the forked child: it never returns here
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError as err:
+            failed_before_task(err, str(job_file))
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == FAILED_BEFORE_TASK == 70
+    text = stderr.read_text()
+    assert text.startswith("Traceback (most recent call last):\n"), text
+    assert last_error_line(text) == (
+        "hpsearch: error: the forked process failed before its task began (exit status 70): "
+        "OSError: [Errno 28] No space left on device"
+    )

@@ -3,6 +3,7 @@ interrupting or killing the sweep ends every job's process tree."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -79,6 +80,55 @@ def test_a_failing_job_is_isolated(
         assert time.monotonic() - started < 30
 
 
+# A job's own end, read the same whether its process was forked or spawned: mode, status, the
+# reason (in the JobReturn and results.csv), and the end of its stderr.log.
+OWN_ENDS = [
+    ("raise", "failed", "ValueError: probe asked to raise", "ValueError: probe asked to raise\n"),
+    # It returned: completed, though its progress line can no longer be flushed.
+    ("close_stdio", "completed", "", "probe job 0 stderr\n"),
+    # The task's own KeyboardInterrupt, not the sweep's: an error it raised, traceback kept.
+    (
+        "keyboard_interrupt",
+        "failed",
+        "KeyboardInterrupt",
+        "raise KeyboardInterrupt\nKeyboardInterrupt\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("warm_start", WARM_STARTS)
+@pytest.mark.parametrize(
+    ("mode", "status", "reason", "log_end"), OWN_ENDS, ids=[e[0] for e in OWN_ENDS]
+)
+def test_a_jobs_own_end_reads_the_same_forked_or_spawned(
+    launch,
+    marks: Path,
+    tmp_path: Path,
+    warm_start: str,
+    mode: str,
+    status: str,
+    reason: str,
+    log_end: str,
+) -> None:
+    (ret,) = launch(
+        [[f"mode={mode}"]],
+        f"hydra.launcher.warm_start={warm_start}",
+        "hydra.launcher.gpus=[]",
+        "hydra.launcher.n_jobs=1",
+    )
+    forked = int((marks / "start-0").read_text()) != os.getpid()  # its parent: the server
+    assert forked == (warm_start == "fork")
+    if reason:  # an Exception in the sweep: a KeyboardInterrupt there would stop it
+        with pytest.raises(Exception, match=reason):
+            _ = ret.return_value
+    else:
+        assert ret.return_value == 0.0
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False).iloc[0]
+    assert (row["status"], row["error"]) == (status, reason)
+    (stderr,) = (tmp_path / "sweep").glob("*/stderr.log")
+    assert stderr.read_text().endswith(log_end)
+
+
 def test_an_out_of_memory_line_only_in_stderr_retries_alone(
     launch, marks: Path, tmp_path: Path, simulated_gpus: None
 ) -> None:
@@ -122,6 +172,22 @@ def test_out_of_memory_job_is_retried_alone_on_its_gpu(
     assert re.match(
         r"attempt 1 \(\d+\.\ds\): out of memory: RuntimeError: CUDA out of", row["error"]
     )
+
+
+def test_out_of_memory_on_the_cpu_is_retried_alone_and_told_without_a_gpu(
+    launch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep without GPUs retries alone too (no other job beside it), and says so."""
+    launch([["x=1", "mode=stderr_oom"], ["x=2"]], "hydra.launcher.gpus=[]")
+    row = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x").loc[1]
+    assert (row["status"], row["attempts"]) == ("failed", 2)
+    assert (
+        "attempt 2: out of memory alone, with no other job running beside it: the job needs "
+        "more memory than this machine has free"
+    ) in row["error"]
+    retrying = [line for line in capfd.readouterr().out.splitlines() if "retrying" in line]
+    assert len(retrying) == 1 and "retrying alone, with no other job running" in retrying[0]
+    assert "GPU" not in row["error"] + retrying[0]
 
 
 @pytest.mark.parametrize(

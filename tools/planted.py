@@ -247,10 +247,12 @@ FORK_SERVER = (
     ),
     Planted(
         "fork: a failed start exits 0",
-        "execute/fork_server.py",
-        "os._exit(70)",
+        "execute/fork_child.py",
+        "os._exit(FAILED_BEFORE_TASK)",
         "os._exit(0)",
-        FORK_TESTS,
+        (
+            "tests/test_failures.py::test_a_forked_process_that_fails_before_its_task_says_so_in_the_jobs_log",
+        ),
     ),
     Planted(
         "fork: the GC not frozen",

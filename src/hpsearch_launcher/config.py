@@ -58,7 +58,7 @@ class LauncherSettings:
     resume: bool = True
     # A job that runs out of memory (TensorFlow's ResourceExhaustedError, a CUDA OOM, or a
     # SIGKILL from the OOM killer) runs again up to this many times, alone on its GPU with
-    # the whole memory.
+    # the whole memory (on the CPU: with no other job running beside it).
     max_oom_retries: int = 1
     # Other failures (an exception, a crash, a timeout) run again up to this many times.
     max_retries: int = 0

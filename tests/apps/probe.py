@@ -123,6 +123,11 @@ def probe(cfg: DictConfig) -> float:
     (marks / f"end-{num}").touch()
     print(f"probe job {num} stdout")
     print(f"probe job {num} stderr", file=sys.stderr)
+    if cfg.mode == "close_stdio":  # a progress line left unflushed, both fds closed; it returns
+        print("probe progress 100%", end="")
+        print("probe progress 100%", end="", file=sys.stderr)
+        os.close(1)
+        os.close(2)
     return float(cfg.x)
 
 
@@ -135,6 +140,8 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         raise ValueError("probe asked to raise")
     if mode == "exit":
         sys.exit(3)
+    if mode == "keyboard_interrupt":  # the task's own, not the sweep's Ctrl-C
+        raise KeyboardInterrupt
     if mode == "hard_exit":
         os._exit(7)
     if mode == "segfault":

@@ -26,14 +26,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..atomic import write_json_atomic
 from ..contract import END_FILE, REPORTS, REPORTS_FILE
 from ..outcome import PackedJobReturn, TaskEnd, TaskResult
 from ..text import short_repr
 from .child_status import ImportWatch, Status, preload_modules
-from .subreaper import become_subreaper
+from .subreaper import become_subreaper, descendants
+from .task_error import RaisedPastHydra, described, picklable_error, print_error
 from .wire import Ticket, more_modules
 
 WATCHDOG_PERIOD_S = 0.5
@@ -77,25 +78,38 @@ def discover_hydra_plugins() -> None:
     Plugins.instance()
 
 
-def run_job_file(job_file: str, task: Any, status: Status, keep: str | None = None) -> None:
+def run_job_file(job_file: str, task: Any, status: Status, keep: str | None = None) -> NoReturn:
     """Run the job `job_file` names with `task` (the unpickled hydra context, task function
     and singleton state), its output in the job's own log files (`keep`'s content first),
-    write its result and end the process: the same for a spawned process and a forked one."""
-    import cloudpickle
+    write its result and end the process: the same for a spawned process and a forked one.
+    An error that escapes (ours, around the task) ends it as Python ends a script: its
+    traceback on stderr, exit status 1."""
+    try:
+        import cloudpickle
 
-    hydra_context, task_function, singleton_state = task
-    watch = ImportWatch(status)
-    job = Ticket.from_bytes(Path(job_file).read_bytes(), job_file)
-    redirect(job.stdout, job.stderr, keep=keep)
-    config = cloudpickle.loads(job.config)
-    result = run_task(hydra_context, config, task_function, singleton_state, job.subdir)
-    watch.check()  # what it imported last, told before the sweep sees the process end
-    _write_result(job.result, result_bytes(result))
-    _exit_quickly()
+        hydra_context, task_function, singleton_state = task
+        watch = ImportWatch(status)
+        job = Ticket.from_bytes(Path(job_file).read_bytes(), job_file)
+        redirect(job.stdout, job.stderr, keep=keep)
+        config = cloudpickle.loads(job.config)
+        result = run_task(hydra_context, config, task_function, singleton_state, job.subdir)
+        watch.check()  # what it imported last, told before the sweep sees the process end
+        _write_result(job.result, result_bytes(result))
+    except BaseException as err:
+        print_error(err)
+        _exit_quickly(1)
+    _exit_quickly(0)
 
 
-def _exit_quickly() -> None:
-    """Exit as Python would, without tearing the interpreter down.
+def _flush_stdio() -> None:
+    """Flush what the task printed; a stream the task closed (fd 1 or 2) keeps its text."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _exit_quickly(code: int) -> NoReturn:
+    """Exit as Python would, with status `code`, without tearing the interpreter down.
 
     The job's slot frees only when this process is gone (then its GPU memory is), and
     finalising an interpreter that loaded TensorFlow takes ~0.7 s a job. So: run the atexit
@@ -114,7 +128,7 @@ def _exit_quickly() -> None:
                     obj.flush()
             except Exception:  # a broken file must not keep the others unflushed
                 continue
-    os._exit(0)
+    os._exit(code)
 
 
 def run_task(
@@ -145,8 +159,7 @@ def run_task(
         detail = "" if isinstance(exc.code, int) or exc.code is None else str(exc.code)
         return TaskResult(TaskEnd.EXITED, code=code, detail=detail)
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_stdio()
     if ret.status == JobStatus.FAILED:
         return _raised(ret)
     return TaskResult(TaskEnd.RETURNED, ret)
@@ -167,13 +180,12 @@ def _plugins_kept(singleton_state: Any) -> Any:
 def _raised(ret: Any) -> TaskResult:
     """A task that raised: the traceback stays here, in the job's stderr log; the parent gets
     a picklable error."""
-    import traceback
-
     error = ret._return_value
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    sys.stderr.flush()
-    ret._return_value = _picklable_error(error)
-    return TaskResult(TaskEnd.RAISED, ret, detail=f"{type(error).__name__}: {error}")
+    if isinstance(error, RaisedPastHydra):
+        error = error.raised
+    print_error(error)
+    ret._return_value = picklable_error(error)
+    return TaskResult(TaskEnd.RAISED, ret, detail=described(error))
 
 
 def _in_run_dir(task_function: Any, overrides: list[str]) -> Any:
@@ -186,7 +198,12 @@ def _in_run_dir(task_function: Any, overrides: list[str]) -> Any:
     def task(cfg: Any) -> Any:
         run_dir = str(HydraConfig.get().runtime.output_dir)
         os.environ[REPORTS] = os.path.join(run_dir, REPORTS_FILE)
-        value = task_function(cfg)
+        try:
+            value = task_function(cfg)
+        except (Exception, SystemExit):  # run_job catches the first, run_task the second
+            raise
+        except BaseException as err:
+            raise RaisedPastHydra(err) from err
         with _ENDING:
             _write_end(run_dir, value, overrides)
         return value
@@ -227,16 +244,6 @@ def _write_result(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _picklable_error(error: BaseException) -> BaseException:
-    import cloudpickle
-
-    try:
-        cloudpickle.loads(cloudpickle.dumps(error))
-        return error
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-
-
 def redirect(stdout_path: str, stderr_path: str, keep: str | None = None) -> None:
     """Point fd 1 and 2 (and sys.stdout/err) at the files; `keep`'s content goes first into the
     new stderr file, and `keep` is removed, unless it is that file."""
@@ -266,29 +273,9 @@ def start_parent_watchdog(*parents: int) -> None:
         while os.getppid() in parents:
             time.sleep(WATCHDOG_PERIOD_S)
         with _ENDING:  # a task that returned has its end written first (milliseconds)
-            for pid in _descendants(os.getpid()):
+            for pid in descendants(os.getpid()):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
     threading.Thread(target=watch, name="hpsearch-parent-watchdog", daemon=True).start()
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes below `pid`, read from /proc (no psutil in a job's process)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        below = children.get(todo.pop(), [])
-        found += below
-        todo += below
-    return found

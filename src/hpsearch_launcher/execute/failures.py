@@ -8,12 +8,13 @@ import signal
 
 from ..outcome import Ending, Outcome
 from ..plan.settings import LauncherSettings
+from ..plan.slots import CPU
 
 
 class Retry(enum.Enum):
     """How a failed job runs again."""
 
-    ALONE = "alone"  # after running out of memory: alone on its GPU, with the whole memory
+    ALONE = "alone"  # after running out of memory: alone on its device (see alone_words)
     AGAIN = "again"  # as before, on any free slot
 
 
@@ -25,6 +26,18 @@ _OOM = re.compile(
     r"CUDA_ERROR_OUT_OF_MEMORY|CUBLAS_STATUS_ALLOC_FAILED|MemoryError",
     re.IGNORECASE,
 )
+
+
+def alone_words(device: str) -> tuple[str, str]:
+    """How a job retried alone on `device` runs, and what its running out of memory there
+    again says, in words. A GPU it has alone, with the whole memory; the CPU (a sweep without
+    GPUs) it has with no other job running beside it, and the host's memory is all there is."""
+    if device == CPU:
+        return (
+            "alone, with no other job running beside it",
+            "the job needs more memory than this machine has free",
+        )
+    return "alone on its GPU with the whole memory", "the job needs more than one GPU holds"
 
 
 def is_out_of_memory(outcome: Outcome, stderr_tail: str = "") -> bool:

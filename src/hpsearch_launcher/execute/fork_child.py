@@ -12,21 +12,27 @@ on its status pipe; then it runs exactly as a spawned job does (child.run_job_fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from .child import run_job_file
 from .child_status import Status
 from .subreaper import become_subreaper
-from .wire import MESSAGE_MAX, Fork, Said, StatusLine, WireError, decode
+from .wire import MESSAGE_MAX, Fork, Said, StatusLine, Ticket, WireError, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# A forked process's exit status when it failed before its task began (EX_SOFTWARE); once it
+# began, its status is what a spawned job's would be.
+FAILED_BEFORE_TASK = 70
 
 
-def wait_for_job(task: Any, handed: socket.socket) -> None:
+def wait_for_job(task: Any, handed: socket.socket) -> NoReturn:
     """Forked ahead: wait for the server to hand this process a job on `handed` (a `Fork` and
     the job's status pipe), then become its process. The server closing its end (no job
     left, or modules learned that this process lacks) ends it."""
@@ -41,16 +47,36 @@ def wait_for_job(task: Any, handed: socket.socket) -> None:
     become_job(task, message, fds[0])
 
 
-def become_job(task: Any, message: Fork, status_fd: int) -> None:
+def become_job(task: Any, message: Fork, status_fd: int) -> NoReturn:
     """From a copy of the server (already rid of what was the server's) to the job's own fresh
-    process; never returns."""
-    os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
-    become_subreaper()  # what it starts stays in its tree (execute.leftovers)
-    apply_env(message.env, message.unset)
-    status = Status(status_fd)
-    reseed()
-    status.send(StatusLine(Said.STARTED))
+    process; never returns. From run_job_file on it is as a spawned job's process: what the
+    task (or the code around it) does comes back as it does from one."""
+    try:
+        os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
+        become_subreaper()  # what it starts stays in its tree (execute.leftovers)
+        apply_env(message.env, message.unset)
+        status = Status(status_fd)
+        reseed()
+        status.send(StatusLine(Said.STARTED))
+    except BaseException as err:
+        failed_before_task(err, message.job)
     run_job_file(message.job, task, status)
+
+
+def failed_before_task(error: BaseException, job_file: str | None = None) -> NoReturn:
+    """End a forked process whose task never began, with FAILED_BEFORE_TASK: the traceback
+    and a line that says so in the job's stderr.log (`job_file`'s ticket names it) where it
+    can be read, else on this process's stderr (the fork server's early log)."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    text += (
+        f"hpsearch: error: the forked process failed before its task began "
+        f"(exit status {FAILED_BEFORE_TASK}): {traceback.format_exception_only(error)[-1]}"
+    )
+    with contextlib.suppress(Exception):
+        stderr = Ticket.from_bytes(Path(job_file).read_bytes(), job_file).stderr if job_file else ""
+        with open(stderr or 2, "a", closefd=bool(stderr)) as log:
+            log.write(text)
+    os._exit(FAILED_BEFORE_TASK)
 
 
 def apply_env(env: Mapping[str, str], unset: Sequence[str]) -> None:

@@ -33,12 +33,12 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from .child import discover_hydra_plugins, redirect
 from .child import start_parent_watchdog as start_watchdog
 from .child_status import Status, preload_modules
-from .fork_child import become_job, wait_for_job
+from .fork_child import FAILED_BEFORE_TASK, become_job, failed_before_task, wait_for_job
 from .wire import (
     MESSAGE_MAX,
     Ahead,
@@ -245,7 +245,7 @@ class Server:
         for pid in list(self.ahead)[:count]:
             self.ahead.pop(pid).close()
 
-    def _fork_child(self, then: Callable[[], None]) -> int:
+    def _fork_child(self, then: Callable[[], NoReturn]) -> int:
         """Fork a child that sheds what is the server's and runs `then` (which never returns);
         its pid."""
         # What the server made so far is never collected: a child's collections then leave
@@ -255,9 +255,11 @@ class Server:
         if pid == 0:
             try:
                 self._leave_server()
-                then()
+                then()  # never returns: the job's own run ends its process (run_job_file)
+            except BaseException as err:
+                failed_before_task(err)
             finally:
-                os._exit(70)  # `then` never returns: an error before the job runs is a failed start
+                os._exit(FAILED_BEFORE_TASK)  # if even saying why failed
         return pid
 
     def _leave_server(self) -> None:
@@ -277,7 +279,7 @@ class Server:
         start_watchdog(os.getppid(), self.sweep)
 
 
-def _wait_ahead(task: Any, mine: socket.socket, theirs: socket.socket) -> None:
+def _wait_ahead(task: Any, mine: socket.socket, theirs: socket.socket) -> NoReturn:
     """In a child forked ahead: only the server holds its end of the socket (so closing it
     ends this process); wait for a job on this one."""
     mine.close()

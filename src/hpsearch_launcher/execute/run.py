@@ -21,7 +21,7 @@ from ..record.attempt import Attempt
 from ..record.recorder import make_return
 from ..record.reports import ReportReader
 from .backend import JobHandle, JobSpec, config_payload
-from .failures import Retry, is_out_of_memory, retry_kind
+from .failures import Retry, alone_words, is_out_of_memory, retry_kind
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -129,10 +129,8 @@ class Run:
         oom = is_out_of_memory(outcome, tail)
         if oom and self.alone:  # more memory than this cannot be given: no retry
             cap = f" ({self.cap_mb} MB)" if self.cap_mb else ""
-            self.errors.append(
-                f"attempt {self.attempts}: out of memory alone on its GPU with the whole "
-                f"memory{cap}: the job needs more than one GPU holds"
-            )
+            alone, too_big = alone_words(self.device)
+            self.errors.append(f"attempt {self.attempts}: out of memory {alone}{cap}: {too_big}")
             return None
         self.oom_attempts += oom
         self.lost_attempts += outcome.ending is Ending.LOST

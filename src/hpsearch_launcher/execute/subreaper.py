@@ -1,8 +1,10 @@
-"""`PR_SET_CHILD_SUBREAPER`, for both sides (execute.leftovers: why). Light: ctypes alone."""
+"""`PR_SET_CHILD_SUBREAPER`, for both sides (execute.leftovers: why), and a process's descendants
+as /proc lists them. Light: ctypes and the standard library alone."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
@@ -15,3 +17,24 @@ def become_subreaper(on: bool = True) -> bool:
     except (OSError, AttributeError):  # no libc prctl: not Linux
         return False
     return bool(prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid`, read from /proc (light: no psutil in a job's process). Below a
+    subreaper, that is every process it started that is still running."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found

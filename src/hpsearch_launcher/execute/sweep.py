@@ -26,6 +26,7 @@ from ..stream import Ask, JobSource
 from ..text import short_str
 from .backend import Execution, Wanted
 from .bookkeeper import Bookkeeper
+from .failures import alone_words
 from .packer import Packer
 from .room import Room
 from .run import Run, RunState, returned
@@ -98,8 +99,7 @@ class Sweep:
             progress.close()
             self.book.close()
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.book.results)
-        line = self.packer.summary()
-        if line:
+        if line := self.packer.summary():
             log.info("hpsearch: %s", line)
 
     def _ask(self) -> bool:
@@ -240,8 +240,7 @@ class Sweep:
             log.error("job %d %s %s: %s", num, status.value.upper(), label, outcome.reason)
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
-        """Queue a failed job again if the policy allows: alone on its device after running
-        out of memory, else as before."""
+        """Queue a failed job again if the policy allows: alone after running out of memory."""
         kind = run.failed(outcome, self.settings)
         if kind is None:
             return False
@@ -249,9 +248,10 @@ class Sweep:
             run.state = RunState.AWAITING_DEVICE
             self.whole_queue.append(run)
             log.warning(
-                "job %d ran out of memory on %s: retrying alone on it with the whole memory (%s)",
+                "job %d ran out of memory on %s: retrying %s (%s)",
                 run.job.num,
                 device_label(run.device),
+                alone_words(run.device)[0],
                 outcome.reason,
             )
         else:
