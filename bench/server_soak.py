@@ -5,7 +5,7 @@ instants, then what their records say checked against what their jobs did (issue
 
 Each round is one sweep of the launcher tests' probe app (tests/apps/probe.py) on 2 CPU slots,
 `--jobs / --rounds` jobs of `--sleep` s each, with the default settings (warm_start=fork). At a
-random instant while it runs, its fork server gets one of: SIGKILL; SIGSTOP, then SIGCONT
+random instant while its fork server lives, the server gets one of: SIGKILL; SIGSTOP, then SIGCONT
 after 0.5-8 s; SIGSTOP for good. A server the sweep killed meanwhile gets nothing more (the
 sweep falls back to spawning for the rest of that round: one fault per round, as the sweep
 sees it). Printed, one line: rounds, the faults sent, jobs, and what went wrong (each should
@@ -33,23 +33,13 @@ from datetime import datetime
 from pathlib import Path
 
 import psutil
+from soak import tagged  # bench/, the script's own directory
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "apps" / "probe.py"
 FAULTS = ("kill", "stop-continue", "stop")
 # The sweep's line for an end, as logged when it is recorded: its time and the job's number.
 ENDED = re.compile(r"^\[(\S+ \S+)\]\[HYDRA\] job (\d+) (?:done|ended|FAILED|TIMEOUT)")
-
-
-def tagged(tag: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("SOAK_TAG") == tag and proc.status() != "zombie":
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def fork_server(sweep: psutil.Process) -> psutil.Process | None:
@@ -64,13 +54,17 @@ def fork_server(sweep: psutil.Process) -> psutil.Process | None:
 
 
 def attack(sweep: subprocess.Popen[str], fault: str, at: float, rng: random.Random) -> str:
-    """Wait `at` s, then send `fault` to the sweep's fork server; what was done."""
+    """Wait for the sweep's fork server, then `at` s more, then send it `fault`; what was
+    done."""
+    server = None
+    while server is None and sweep.poll() is None:
+        try:
+            server = fork_server(psutil.Process(sweep.pid))
+        except psutil.Error:  # the sweep has ended
+            break
+        time.sleep(0.05)
     time.sleep(at)
-    try:
-        server = fork_server(psutil.Process(sweep.pid))
-    except psutil.Error:  # the sweep had ended
-        server = None
-    if server is None:
+    if server is None or not server.is_running() or sweep.poll() is not None:
         return "none (no server)"
     try:
         if fault == "kill":
@@ -106,8 +100,8 @@ def one_round(work: Path, first: int, jobs: int, sleep: float, rng: random.Rando
         command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     fault = rng.choice(FAULTS)
-    # An instant within the sweep's likely span (the server is made when the first job starts).
-    at = rng.uniform(0.5, max(1.0, jobs * (sleep + 0.3) / 2))
+    # An instant within the sweep's likely span, from the server's start (at the first job).
+    at = rng.uniform(0.0, max(1.0, jobs * (sleep + 0.2) / 2))
     done: list[str] = []
     thread = threading.Thread(target=lambda: done.append(attack(sweep, fault, at, rng)))
     thread.start()

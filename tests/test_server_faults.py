@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,22 @@ def the_server(runner: Runner) -> psutil.Process:
     return server
 
 
+def server_fault(
+    runner: Runner, marks: Path, fault: Callable[[psutil.Process], object], *args: str
+) -> str:
+    """A fork sweep whose server meets `fault` once two jobs run, run to its end (it must
+    succeed); what it printed."""
+    sweep = start_fork_sweep(runner, marks, *args)
+    try:
+        wait_for(marks / "start-1")
+        fault(the_server(runner))
+        out = sweep.finish(timeout=180)
+    finally:
+        sweep.proc.kill()
+    assert sweep.proc.returncode == 0, out
+    return out
+
+
 def starts(marks: Path) -> int:
     """How many times a job's task began (the probe's starts.log)."""
     return len((marks / "starts.log").read_text().split())
@@ -43,14 +60,7 @@ def test_a_stopped_server_is_killed_and_its_jobs_ends_are_seen_without_it(
     sweep once waited for the server to reap them, for ever), the sweep falls back in one
     line, and a timeout counts no second of the stop. Run again, nothing runs twice."""
     args = (*SIX_JOBS, *TWO_CPU_SLOTS, "hydra.launcher.timeout=5")
-    sweep = start_fork_sweep(runner, marks, *args)
-    try:
-        wait_for(marks / "start-1")
-        the_server(runner).suspend()
-        out = sweep.finish(timeout=180)
-    finally:
-        sweep.proc.kill()
-    assert sweep.proc.returncode == 0, out
+    out = server_fault(runner, marks, psutil.Process.suspend, *args)
     assert out.count(NOT_FORKING) == 1 and "is stopped (SIGSTOP" in out, out
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert set(rows["status"]) == {"completed"} and set(rows["attempts"]) == {1}, rows
@@ -67,16 +77,8 @@ def test_a_killed_server_the_sweep_cannot_adopt_from_loses_its_jobs_not_to_memor
     """With keep_daemons=true the sweep adopts no orphans, so a server's SIGKILL takes its
     running jobs with it (their watchdogs): each is recorded as lost with the server and runs
     again, spawned; never out of memory, never alone."""
-    sweep = start_fork_sweep(
-        runner, marks, *SIX_JOBS, *TWO_CPU_SLOTS, "hydra.launcher.keep_daemons=true"
-    )
-    try:
-        wait_for(marks / "start-1")
-        the_server(runner).kill()
-        out = sweep.finish(timeout=180)
-    finally:
-        sweep.proc.kill()
-    assert sweep.proc.returncode == 0, out
+    keep = "hydra.launcher.keep_daemons=true"
+    out = server_fault(runner, marks, psutil.Process.kill, *SIX_JOBS, *TWO_CPU_SLOTS, keep)
     assert out.count(NOT_FORKING) == 1 and "the fork server ended (-9)" in out, out
     rows = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
     assert set(rows["status"]) == {"completed"}, rows
