@@ -16,7 +16,10 @@ from collections.abc import Callable
 # A forked job's process that has exited and that its server has not reaped (and told of) this
 # long (s) means a server that is stopped or hung: it is killed, and the sweep reaps the job.
 REAP_S = 2.0
-ENDED_POLL_S = 0.1  # how often a forked job's watcher looks at its process meanwhile
+ENDED_POLL_S = 0.1  # how often a forked job's watcher looks for the server's word, once it exited
+# The longest a forked job's watcher sleeps while its process runs: its exit wakes it at once
+# (the pidfd), so this bounds only a wait's own timeout and a server's disappearance.
+WATCH_S = 1.0
 
 
 class ForkedProcess:
@@ -36,6 +39,7 @@ class ForkedProcess:
         # sweep's to reap); None: known, or not yet.
         self.lost: str | None = None
         self._ended = threading.Event()
+        self._lock = threading.Lock()  # the server's reader and the job's watchers tell its end
         self._server_gone = False
         self._unreaped = unreaped
         try:
@@ -43,9 +47,12 @@ class ForkedProcess:
         except OSError:  # it has ended and been reaped already: the server tells it
             self._pidfd = None
 
-    def ended(self, code: int) -> None:
-        self.returncode = code
-        self._ended.set()
+    def ended(self, code: int, lost: str | None = None) -> None:
+        """Its exit status (the first word on it counts: the server's, or the sweep's reap)."""
+        with self._lock:
+            if not self._ended.is_set():
+                self.returncode, self.lost = code, lost
+                self._ended.set()
 
     def server_gone(self) -> None:
         """Its server ended: the sweep reaps it now (or learns that nobody can say how it
@@ -62,7 +69,7 @@ class ForkedProcess:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(f"forked job process {self.pid}", timeout or 0.0)
-            step = ENDED_POLL_S if left is None else min(ENDED_POLL_S, left)
+            step = WATCH_S if left is None else min(WATCH_S, left)
             if exited_at is None and self._exited(step):
                 exited_at = time.monotonic()
             if exited_at is not None and not self._ended.is_set():
@@ -75,9 +82,13 @@ class ForkedProcess:
 
     def _exited(self, within: float) -> bool:
         """Whether its process has exited (waiting up to `within` s to see)."""
-        if self._pidfd is None:
+        pidfd = self._pidfd
+        if pidfd is None:
             return self._server_gone
-        return bool(select.select([self._pidfd], [], [], within)[0])
+        try:
+            return bool(select.select([pidfd], [], [], within)[0])
+        except (OSError, ValueError):  # another waiter closed it: it had ended
+            return True
 
     def _reap(self, exited_at: float) -> None:
         """It has exited, and the server has not said so: reap it here if it is the sweep's
@@ -88,8 +99,8 @@ class ForkedProcess:
         except ChildProcessError:  # the server's child, or reaped already
             pid = 0
             if self._server_gone:  # and its server is gone: init reaped it, nobody can say
-                self.lost = "it ended with the fork server, which was not the sweep's to reap"
-                self.ended(-signal.SIGKILL)
+                lost = "it ended with the fork server, which was not the sweep's to reap"
+                self.ended(-signal.SIGKILL, lost)
                 return
         if pid:
             self.ended(os.waitstatus_to_exitcode(status))
@@ -97,10 +108,11 @@ class ForkedProcess:
             self._unreaped(self.pid)
 
     def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
+        with self._lock:  # closed once: a second close could close another file's new fd
+            pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
             with contextlib.suppress(OSError):
-                os.close(self._pidfd)
-            self._pidfd = None
+                os.close(pidfd)
 
 
 def is_stopped(pid: int) -> bool:

@@ -102,11 +102,20 @@ class Leftovers:
 
     def _find(self) -> list[tuple[psutil.Process, Leftover]]:
         found: list[tuple[psutil.Process, Leftover]] = []
-        for child in _children(self.pid):
-            if child.pid in self._started or not self._bears_mark(child):
+        for child in self._strangers():
+            if not self._bears_mark(child):
                 continue
             tree = [child, *_descendants(child)]
             found += [(p, seen) for p in tree if (seen := _seen(p)) is not None]
+        return found
+
+    def _strangers(self) -> list[psutil.Process]:
+        """The sweep's children it did not start (orphans it adopted)."""
+        found = []
+        for pid in child_pids(self.pid):
+            if pid not in self._started:
+                with contextlib.suppress(psutil.Error):
+                    found.append(psutil.Process(pid))
         return found
 
     def _bears_mark(self, proc: psutil.Process) -> bool:
@@ -118,9 +127,7 @@ class Leftovers:
     def _reap(self) -> None:
         """Reap the sweep's zombie children it did not start (ended orphans): their own
         parents died, and nobody else waits for them."""
-        for child in _children(self.pid):
-            if child.pid in self._started:
-                continue
+        for child in self._strangers():
             with contextlib.suppress(psutil.Error, ChildProcessError):
                 if child.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(child.pid, os.WNOHANG)
@@ -140,11 +147,26 @@ class Leftovers:
             self.active = False
 
 
-def _children(pid: int) -> list[psutil.Process]:
-    try:
-        return list(psutil.Process(pid).children())
-    except psutil.Error:
+def child_pids(pid: int) -> list[int]:
+    """The children of process `pid`, from its threads' /proc children lists (a job's end
+    looks, so it must cost little: ~0.1 ms, where a scan of every process, psutil's, costs ~8
+    ms on a machine of 100 processes); psutil's scan where the kernel has no such lists."""
+    if not _HAS_CHILDREN_LISTS:
+        with contextlib.suppress(psutil.Error):
+            return [p.pid for p in psutil.Process(pid).children()]
         return []
+    pids: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return pids
+    for thread in threads:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{thread}/children") as f:
+            pids += map(int, f.read().split())
+    return pids
+
+
+_HAS_CHILDREN_LISTS = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
 def _descendants(proc: psutil.Process) -> list[psutil.Process]:
