@@ -4,12 +4,13 @@ process did after; a SIGKILL is out of memory only where the kernel's OOM killer
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -172,3 +173,55 @@ def test_a_stopped_process_is_seen_stopped() -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@contextlib.contextmanager
+def memory_cgroup(limit_mb: int) -> Iterator[Path]:
+    """A memory cgroup (v2 or v1) below this process's own, capped at `limit_mb`: its
+    cgroup.procs file. Skips where none can be made (not root, no memory controller)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers in ("", "memory"):
+            root = Path("/sys/fs/cgroup") / ("memory" if controllers else "") / path.lstrip("/")
+            limit = "memory.max" if not controllers else "memory.limit_in_bytes"
+            if (root / limit).exists() or (controllers and root.is_dir()):
+                break
+    else:
+        pytest.skip("no memory cgroup here")
+    group = root / f"hpsearch-test-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / limit).write_text(str(limit_mb << 20))
+    except OSError as err:
+        pytest.skip(f"cannot make a memory cgroup here: {err}")
+    try:
+        yield group / "cgroup.procs"
+    finally:
+        wait_until(lambda: not (group / "cgroup.procs").read_text().split(), 30, "its end")
+        group.rmdir()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PATHS, ids=["fork", "spawn"])
+def test_a_job_the_oom_killer_kills_is_retried_alone_as_out_of_memory(
+    runner: Runner, marks: Path, tmp_path: Path, path: str
+) -> None:
+    """The real thing: the sweep in a memory cgroup of 800 MB, a job that takes memory until
+    the kernel's OOM killer kills it: out of memory, retried alone, where it passes."""
+    with memory_cgroup(800) as procs:
+        args = runner.probe_sweep(marks, "x=0,1", "mode=hog_once", path, *TWO_CPU_SLOTS)
+        sweep = subprocess.Popen(
+            ["sh", "-c", f'echo $$ > "{procs}" && exec "$0" "$@"', runner.python, *args],
+            cwd=tmp_path,
+            env=runner.env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        out, _ = sweep.communicate(timeout=300)
+    assert sweep.returncode == 0, out
+    rows = pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
+    assert list(rows["status"]) == ["completed", "completed"], out
+    assert list(rows["attempts"]) == [2, 2], rows
+    assert all("killed by SIGKILL (the OOM killer)" in e for e in rows["error"]), rows["error"]
+    assert "ran out of memory on cpu: retrying alone" in out, out

@@ -148,6 +148,9 @@ def _fail(mode: str, first_attempt: bool, marks: Path) -> None:
         ctypes.string_at(0)
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "hog":  # host memory, 64 MB at a time, every page touched, until killed
+        while True:
+            _KEPT.append(bytearray(64 << 20))
     if mode == "unclosed":  # a file never closed, an atexit handler: both must still land
         _KEPT.append(open(marks / f"unclosed-{os.getpid()}.txt", "w"))  # noqa: SIM115
         _KEPT[-1].write("written, never flushed or closed\n")
