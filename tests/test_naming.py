@@ -137,3 +137,18 @@ def test_claimed_dirs_stay_inside_the_sweep_dir(tmp_path: Path, value: str) -> N
 def test_claim_never_reuses_a_directory(tmp_path: Path) -> None:
     names = [claim_run_dir(tmp_path, "lr=0.1") for _ in range(3)]
     assert names == ["lr=0.1", "lr=0.1~2", "lr=0.1~3"]
+
+
+def test_claim_takes_the_first_name_made_way_for(tmp_path: Path) -> None:
+    """`make_way` sees each name before it is tried: a dir it moves away is taken again."""
+    for name in ("lr=0.1", "lr=0.1~2", "lr=0.1~3"):
+        (tmp_path / name).mkdir()
+    seen: list[str] = []
+
+    def make_way(path: Path) -> None:
+        seen.append(path.name)
+        if path.name == "lr=0.1~2":  # an earlier, dead attempt: moved aside
+            path.rename(tmp_path / "moved")
+
+    assert claim_run_dir(tmp_path, "lr=0.1", make_way) == "lr=0.1~2"
+    assert seen == ["lr=0.1", "lr=0.1~2"]

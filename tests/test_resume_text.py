@@ -10,6 +10,8 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+from hpsearch_launcher.contract import END_FILE
+from hpsearch_launcher.record.adopt import Adopter
 from hpsearch_launcher.record.leaderboard import counts, study_note
 from hpsearch_launcher.record.progress import SweepState
 from hpsearch_launcher.record.resume_command import resume_command, sweep_dir_override
@@ -148,9 +150,30 @@ def test_a_run_dir_is_left_alone_unless_only_superseded_attempts_hold_it(
     assert (tmp_path / "x=2").is_dir()
 
 
-def test_a_run_dir_no_row_holds_is_left_alone(tmp_path: Path) -> None:
+def test_a_run_dir_no_row_holds_moves_only_if_abandoned(tmp_path: Path) -> None:
     (tmp_path / "x=2").mkdir()  # left by a sweep killed before it recorded the job
-    assert move_aside(sweep_with(tmp_path), tmp_path / "x=2", "h2", before_job=4) is None
+    (tmp_path / "superseded" / "x=2").mkdir(parents=True)  # an attempt moved before
+    table = sweep_with(tmp_path)
+    assert move_aside(table, tmp_path / "x=2", "h2", before_job=4) is None
+    moved = move_aside(table, tmp_path / "x=2", "h2", before_job=4, abandoned=True)
+    assert moved == tmp_path / "superseded" / "x=2~2" and moved.is_dir()
+    assert not (tmp_path / "x=2").exists() and table.rows == {}  # no row to follow it
+
+
+def test_an_abandoned_run_dir_has_no_row_no_end_and_no_job_of_this_run(tmp_path: Path) -> None:
+    for name in ("dead", "dead-moved-before", "recorded", "recorded-elsewhere", "ended", "taken"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "ended" / END_FILE).write_text('{"return": 1, "overrides": []}')
+    rows = {
+        0: row(0, "interrupted", run_dir=str(tmp_path / "recorded")),
+        # relative to where an earlier run ran, not here: named by its name all the same
+        1: row(1, "failed", run_dir="elsewhere/sweep/recorded-elsewhere"),
+        2: row(2, "superseded", run_dir=str(tmp_path / "superseded" / "dead-moved-before")),
+    }
+    adopter = Adopter(rows)
+    adopter.claimed(tmp_path / "taken")
+    found = [p.name for p in sorted(tmp_path.iterdir()) if adopter.abandoned(p)]
+    assert found == ["dead", "dead-moved-before"]
 
 
 def optuna_config(direction: object = "maximize") -> object:

@@ -6,6 +6,7 @@ The loop (sweep.py) decides what runs where and when; this keeps the books on wh
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,11 +73,11 @@ class Bookkeeper:
 
     def claim_dir(self, job: Job) -> Path:
         """The job's run dir, created now: named from its overrides (an earlier run's
-        unfinished attempt of its config moved out of the way, else `name~2` if taken), or
-        where the user's hydra.sweep.subdir puts it."""
+        unfinished attempt moved out of the way, else `name~2` if taken), or where the user's
+        hydra.sweep.subdir puts it."""
         if job.name:
-            self.recorder.free_run_dir(job, sweep_dir(job) / job.name)
-            path = sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name)
+            make_way = functools.partial(self.recorder.free_run_dir, job)
+            path = sweep_dir(job) / claim_run_dir(sweep_dir(job), job.name, make_way)
             self.recorder.adopter.claimed(path)
             return path
         path = run_dir(job)

@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -114,8 +114,11 @@ def suffixed(name: str) -> Iterator[str]:
         yield f"{name}~{n}"
 
 
-def claim_run_dir(sweep_dir: Path, name: str) -> str:
+def claim_run_dir(
+    sweep_dir: Path, name: str, make_way: Callable[[Path], object] = lambda path: None
+) -> str:
     """Create `sweep_dir/name` (or `name~2`, `name~3`, ... if taken) and return the name used.
+    `make_way(path)` is called before each try: it may move an earlier, dead attempt out of it.
 
     mkdir is atomic, so two jobs never share a directory, in this sweep or a resumed one.
     """
@@ -123,6 +126,7 @@ def claim_run_dir(sweep_dir: Path, name: str) -> str:
     names = suffixed(name)
     while True:
         candidate = next(names)
+        make_way(sweep_dir / candidate)
         try:
             os.mkdir(sweep_dir / candidate)
             return candidate

@@ -18,6 +18,7 @@ from typing import Any
 from ..contract import END_FILE
 from ..plan.jobs import Job, sweep_dir
 from ..plan.naming import suffixed
+from .superseded import FOLDER
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -68,6 +69,16 @@ class Adopter:
     def claimed(self, path: Path) -> None:
         """A job of this run took `path`: its end is this run's to record, never adopted."""
         self._named_dirs().add(path.resolve())
+
+    def abandoned(self, path: Path) -> bool:
+        """Whether the run dir `path` is an attempt a killed run left unrecorded, with no end:
+        no job of this run took it, no row names it, and it holds no end file (an end is
+        adopted, never superseded). A row names it by its name too: a relative run_dir
+        resolves to it only from where its run ran."""
+        if path.resolve() in self._named_dirs() or (path / END_FILE).exists():
+            return False
+        recorded = (Path(row.get("run_dir", "")) for row in self._rows.values())
+        return all(d.name != path.name or d.parent.name == FOLDER for d in recorded)
 
     def _named_dirs(self) -> set[Path]:
         if self._named is None:

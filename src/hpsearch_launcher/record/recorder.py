@@ -113,10 +113,14 @@ class Recorder:
         return ret, points
 
     def free_run_dir(self, job: Job, path: Path) -> None:
-        """Before `job` claims `path`: move an earlier run's unfinished attempt of its config
-        out of it (into superseded/), so the re-run gets the plain name."""
+        """Before `job` claims `path`: move an earlier run's unfinished attempt out of it (into
+        superseded/), so the re-run gets the plain name: one its config's rows name, or one a
+        killed run left with no row. With resume=false, an earlier run's dirs are left alone."""
+        if not self.resume or not path.is_dir():
+            return
         try:
-            moved = move_aside(self.table, path, job.config_hash, self.first_new_job)
+            abandoned = self.adopter.abandoned(path)
+            moved = move_aside(self.table, path, job.config_hash, self.first_new_job, abandoned)
         except OSError as err:  # the job still runs, in `name~2` as before
             log.warning("hpsearch: could not move the earlier attempt in %s aside: %s", path, err)
             return

@@ -2,7 +2,8 @@
 
 The re-run takes the plain name (`lr=0.1`), so the run dirs read as the configs they hold; the
 partial attempt, logs and TensorBoard events included, moves to `superseded/lr=0.1` (`~2`, ...
-if taken), and its results.csv rows follow it there.
+if taken), and its results.csv rows follow it there. An attempt a `kill -9` left with no row
+(the sweep died before it recorded the end) moves there too, with no row to follow it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from .table import STATUS, ResultsTable
 FOLDER = "superseded"  # in the sweep dir
 
 
-def move_aside(table: ResultsTable, path: Path, config_hash: str, before_job: int) -> Path | None:
+def move_aside(
+    table: ResultsTable, path: Path, config_hash: str, before_job: int, abandoned: bool = False
+) -> Path | None:
     """Move `path` into the sweep dir's superseded/ folder if it is the run dir of earlier runs'
-    unfinished rows of this config (job < before_job) and of no other row; return where."""
+    unfinished rows of this config (job < before_job) and of no other row, or, named by no row,
+    `abandoned` (a killed run's attempt that nobody recorded); return where."""
     if not path.is_dir():
         return None
     rows = {num: row for num, row in table.rows.items() if _same(row.get("run_dir", ""), path)}
@@ -28,15 +32,16 @@ def move_aside(table: ResultsTable, path: Path, config_hash: str, before_job: in
         num < before_job and row.get("config_hash") == config_hash and row.get(STATUS) not in DONE
         for num, row in rows.items()
     )
-    if not rows or not earlier_unfinished:
+    if not (earlier_unfinished if rows else abandoned):
         return None
     folder = path.parent / FOLDER
     folder.mkdir(exist_ok=True)
     # The sweep dir's lock is held: nobody else claims names in it meanwhile.
     target = next(folder / name for name in suffixed(path.name) if not (folder / name).exists())
     path.rename(target)
-    recorded = next(iter(rows.values()))["run_dir"]
-    table.relocate(rows, Path(in_form_of(target, recorded)))  # written as the rows had it
+    if rows:
+        recorded = next(iter(rows.values()))["run_dir"]
+        table.relocate(rows, Path(in_form_of(target, recorded)))  # written as the rows had it
     return target
 
 
