@@ -29,6 +29,7 @@ NEUTRAL = {
     "notices",
     "text",
     "one_line",
+    "disk_errors",
     "setting_checks",
 }
 # What each part must not import (by the first name under the package).

@@ -19,6 +19,7 @@ from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from .batch import BatchSource
+from .disk_errors import CannotWrite, cannot_write
 from .execute.backend import Execution, task_payload
 from .execute.sweep import Sweep
 from .one_line import refuse
@@ -216,6 +217,11 @@ def one_line_errors(launcher: Any = None) -> Iterator[None]:
     first = launcher is not None and launcher.records is None
     try:
         yield
+    except (CannotWrite, OSError) as err:  # OSError: a disk's, naming its file, else not ours
+        disk = cannot_write(err)
+        if disk is None or launcher is None:
+            raise
+        refuse(disk_stop_line(disk, launcher.config), err, status=1)
     except (
         LauncherSettingsError,
         JobConfigError,
@@ -226,6 +232,12 @@ def one_line_errors(launcher: Any = None) -> Iterator[None]:
         # A dir another sweep holds is that sweep's: it is not put back.
         put_back = first and not isinstance(err, SweepDirLocked)
         refuse(str(err), err, before.restore if before is not None and put_back else None)
+
+
+def disk_stop_line(disk: CannotWrite, config: DictConfig) -> str:
+    """A file the disk refused: which and why, what the sweep did, the command that resumes."""
+    ended = f", ending {counted(disk.ended, 'running job')}" if disk.ended else ""
+    return f"{disk}; the sweep stopped{ended}; {resume_hint(config, disk.once)}"
 
 
 def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:

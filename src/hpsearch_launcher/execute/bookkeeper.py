@@ -15,13 +15,16 @@ from hydra.core.utils import JobReturn
 
 from ..contract import STOP_FILE
 from ..crash_points import crash_point
+from ..disk_errors import CannotWrite
 from ..outcome import Outcome, Status, status_of
 from ..plan.jobs import Job, run_dir, sweep_dir
 from ..plan.naming import claim_run_dir
+from ..plan.slots import device_label
 from ..record.progress import SweepState
 from ..record.recorder import Recorder
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
+from ..text import short_str
 from .run import Run, RunState
 
 log = logging.getLogger("hpsearch.launcher")
@@ -109,6 +112,7 @@ class Bookkeeper:
             self.state.interrupted += 1
         else:
             self.state.failed += 1
+        _log_end(run, outcome, ret, f"{device_label(where)}  {run.job.label}  {seconds:.1f}s")
         return ret
 
     def counts(self, queued: int, running: Sequence[Run], packs: bool) -> SweepState:
@@ -126,13 +130,29 @@ class Bookkeeper:
         """results.csv written, if due (or `force`)."""
         self.recorder.table.flush(force=force)
 
-    def close(self) -> None:
+    def close(self, refused: bool = False) -> None:
         """The end of one launch(): results.csv written; the journal closed (a later
-        launch()'s first end opens it again)."""
-        self.recorder.table.flush(force=True)
-        self.recorder.table.journal.close()
+        launch()'s first end opens it again). Where the disk `refused` an earlier write, its
+        refusal of this one says nothing new: what the journal holds is safe."""
+        try:
+            self.recorder.table.flush(force=True)
+        except CannotWrite:
+            if not refused:
+                raise
+        finally:
+            self.recorder.table.journal.close()
 
     @property
     def results(self) -> Path:
         """The sweep's results.csv."""
         return self.recorder.table.path
+
+
+def _log_end(run: Run, outcome: Outcome, ret: JobReturn, label: str) -> None:
+    num, status = run.job.num, status_of(outcome)
+    if outcome.ok:
+        log.info("job %d done   %s  -> %s", num, label, short_str(ret._return_value, 120))
+    elif status is Status.PRUNED:
+        log.info("job %d ended  %s: %s", num, label, outcome.reason)
+    else:
+        log.error("job %d %s %s: %s", num, status.value.upper(), label, outcome.reason)

@@ -2,7 +2,8 @@
 policy allows, and hand every end to the bookkeeper (bookkeeper.py), which records it.
 
 Whatever goes wrong in here (a signal, a bug, a full disk while recording), the running jobs'
-process trees are ended and the progress display is closed before the error goes on.
+process trees are ended and the progress display is closed before the error goes on; a file
+the disk refuses stops the sweep as one CannotWrite, which is said in one line.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from hydra.core.utils import JobReturn
-
 from ..contract import GPU_PEAK_FILE, REPORTS_FILE, STOP_FILE
-from ..outcome import Ending, Outcome, Status, status_of
+from ..disk_errors import CannotWrite, cannot_write
+from ..outcome import Ending, Outcome, status_of
 from ..plan.jobs import Job
 from ..plan.settings import LauncherSettings
 from ..plan.slots import SlotPool, device_label
@@ -23,7 +23,6 @@ from ..record.progress import SweepState, counted, make_progress
 from ..record.recorder import Recorder
 from ..record.reports import ReportReader
 from ..stream import Ask, JobSource
-from ..text import short_str
 from .backend import Execution, Wanted
 from .bookkeeper import Bookkeeper
 from .failures import alone_words
@@ -72,6 +71,7 @@ class Sweep:
 
     def run(self) -> None:
         progress = make_progress(self.pool.groups)
+        disk: CannotWrite | None = None
         try:
             with stop_on_signals() as self.stop:
                 while not self.stop.signum:
@@ -93,11 +93,15 @@ class Sweep:
                 if self.stop.signum:
                     self._stop()
         except BaseException as err:
-            self._abandon(err)
-            raise
+            disk = cannot_write(err)  # the sweep dir (or the scratch dir) takes no more
+            ended = self._abandon(err, quiet=disk is not None)
+            if disk is None:
+                raise
+            disk.ended = ended
+            raise disk from (None if disk is err else err)
         finally:
             progress.close()
-            self.book.close()
+            self.book.close(refused=disk is not None)
         log.info("hpsearch: %s; results in %s", self.state.summary(), self.book.results)
         if line := self.packer.summary():
             log.info("hpsearch: %s", line)
@@ -180,7 +184,9 @@ class Sweep:
             run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE)
             (run.dir / GPU_PEAK_FILE).unlink(missing_ok=True)  # an earlier attempt's
             run.handle = self.backend.start(spec, env)
-        except Exception as err:  # out of processes, file descriptors, disk: this job, not all
+        except Exception as err:  # out of processes or file descriptors: this job, not all
+            if cannot_write(err) is not None:  # a disk that takes no run dir or ticket: all
+                raise
             run.handle = None
             detail = f"could not start its process: {type(err).__name__}: {err}"
             self._finish(run, Outcome(Ending.NOT_STARTED, detail=detail))
@@ -226,18 +232,7 @@ class Sweep:
             return
         assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
         where = outcome.placement or run.device  # the backend's word when it chose the place
-        seconds = time.monotonic() - run.started
-        ret = self.book.ended(run, outcome, where, seconds)
-        self._log_end(run, outcome, ret, f"{device_label(where)}  {run.job.label}  {seconds:.1f}s")
-
-    def _log_end(self, run: Run, outcome: Outcome, ret: JobReturn, label: str) -> None:
-        num, status = run.job.num, status_of(outcome)
-        if outcome.ok:
-            log.info("job %d done   %s  -> %s", num, label, short_str(ret._return_value, 120))
-        elif status is Status.PRUNED:
-            log.info("job %d ended  %s: %s", num, label, outcome.reason)
-        else:
-            log.error("job %d %s %s: %s", num, status.value.upper(), label, outcome.reason)
+        self.book.ended(run, outcome, where, time.monotonic() - run.started)
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone after running out of memory."""
@@ -284,17 +279,21 @@ class Sweep:
                 where = run.handle.placement() if run.handle is not None else ""
                 self._finish(run, Outcome(Ending.INTERRUPTED, detail=why, placement=where))
 
-    def _abandon(self, err: BaseException) -> None:
+    def _abandon(self, err: BaseException, quiet: bool = False) -> int:
         """After an unexpected error: end the running jobs and record them, best effort (the
-        recording itself may be what failed); the caller re-raises `err`."""
-        if not self.running:
-            return
+        recording itself may be what failed); the caller re-raises `err`. `quiet`: a disk
+        error, which the caller says in one line, with how many jobs were ended (returned)."""
+        count = len(self.running)
+        if not count:
+            return 0
         self._state.stopping = True
-        ending = counted(len(self.running), "running job")
-        log.error("hpsearch: %s: ending %s", type(err).__name__, ending)
+        if not quiet:
+            log.error("hpsearch: %s: ending %s", type(err).__name__, counted(count, "running job"))
         try:
             self._end_running(f"the sweep stopped: {type(err).__name__}: {err}")
         except Exception as again:
-            log.error("hpsearch: could not record the ended jobs: %r", again)
+            if not (quiet and cannot_write(again)):  # the disk refusing again says nothing new
+                log.error("hpsearch: could not record the ended jobs: %r", again)
             # If ending failed too, whatever is left is ended once more, without recording.
             self.backend.end([r.handle for r in self.running.runs() if r.handle], 1.0)
+        return count

@@ -4,18 +4,23 @@ Each change to a row (a job's end, a row marked superseded or moved) is one JSON
 `{"row": {column: cell}, "params": [column, ...]}`, written and fsynced before anyone hears of
 it: one append per end, whatever the sweep's size. Read back, the last line of each job wins.
 A kill can cut only the last line: reading stops at the last whole one (saying so), and the
-next append first cuts the partial line off.
+next append first cuts the partial line off. An append the disk refuses (full, read-only) cuts
+its own part-written line off before it raises CannotWrite, so a later append still starts
+on a line of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from io import FileIO
 from pathlib import Path
-from typing import IO
+
+from ..disk_errors import writing
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -35,7 +40,7 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: IO[bytes] | None = None
+        self._file: FileIO | None = None
 
     @staticmethod
     def read(path: Path) -> Record:
@@ -79,22 +84,38 @@ class Journal:
         )
         if not text:
             return
-        f = self._open()
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        with writing(self.path):
+            f = self._open()
+            size = os.fstat(f.fileno()).st_size
+            try:
+                view = memoryview(text)
+                while view:  # unbuffered: a short write (a disk filling up) writes on
+                    view = view[f.write(view) or 0 :]
+                os.fsync(f.fileno())
+            except OSError:
+                self._cut_back(f, size)
+                raise
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
 
-    def _open(self) -> IO[bytes]:
+    def _open(self) -> FileIO:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._cut_partial_line()
-            self._file = self.path.open("ab")
+            self._file = FileIO(self.path, "ab")
         return self._file
+
+    def _cut_back(self, f: FileIO, size: int) -> None:
+        """A failed append: what it wrote cut off (a full disk allows that) and the file
+        closed; where the cut fails too, the next append's open cuts the partial line."""
+        self._file = None
+        with contextlib.suppress(OSError):
+            os.ftruncate(f.fileno(), size)
+        with contextlib.suppress(OSError):
+            f.close()
 
     def _cut_partial_line(self) -> None:
         """A kill mid-append leaves a line without its newline: cut it, so the next line

@@ -32,6 +32,8 @@ from pathlib import Path
 import psutil
 from hydra.errors import CompactHydraException
 
+from ..disk_errors import writing
+
 log = logging.getLogger("hpsearch.launcher")
 
 LOCK_FILE = ".hpsearch-lock"
@@ -142,7 +144,8 @@ def _take(path: Path) -> SweepLock:
                 other.host,
             )
         holder = Holder.this_process()
-        _write(fd, holder)
+        with writing(path):
+            _write(fd, holder)
     except BaseException:
         os.close(fd)  # drops the flock too
         raise

@@ -21,15 +21,16 @@ SWEEP_DIR_KEY = "hydra.sweep.dir"
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+@%-]+")  # a value Hydra's override parser takes as is
 
 
-def resume_hint(config: DictConfig) -> str:
-    """One line for the console: how to resume this sweep."""
+def resume_hint(config: DictConfig, once: str = "") -> str:
+    """One line for the console: how to resume this sweep (`once` what is fixed first)."""
     sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
     typed = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
     assert isinstance(typed, list)
     command = resume_command(sys.orig_argv, sys.argv, [str(o) for o in typed], sweep_dir)
+    to_resume = f"to resume {once}" if once else "to resume"
     if command is None:  # not started from a command line (Hydra's API, a test)
-        return f"to resume, run the same sweep again with {sweep_dir_override(sweep_dir)}"
-    return f"to resume (jobs that finished are not run again), run: {command}"
+        return f"{to_resume}, run the same sweep again with {sweep_dir_override(sweep_dir)}"
+    return f"{to_resume} (jobs that finished are not run again), run: {command}"
 
 
 def resume_command(

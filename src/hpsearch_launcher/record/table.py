@@ -26,6 +26,7 @@ from hydra.errors import CompactHydraException
 
 from ..atomic import write_text_atomic
 from ..crash_points import crash_point
+from ..disk_errors import writing
 from ..outcome import FINAL, STATUSES, SUPERSEDED
 from . import columns
 from .journal import FILENAME as JOURNAL_FILENAME
@@ -194,7 +195,8 @@ class ResultsTable:
         self.save()
 
     def save(self) -> None:
-        write_text_atomic(self.path, self._text(), lambda: crash_point("csv-written"))
+        with writing(self.path):  # not the temporary file's name: the file it would have been
+            write_text_atomic(self.path, self._text(), lambda: crash_point("csv-written"))
         self._saved, self._dirty = time.monotonic(), False
 
     def header(self) -> list[str]:
