@@ -115,7 +115,7 @@ def test_multirun_through_the_gpu_pool_launcher(
     ).all()
     assert table["test_accuracy"].between(0, 1).all()
     assert (table["objective"] == table["val_accuracy"]).all()
-    assert "Leaderboard (max objective): 4 finished, 0 failed or unfinished, 4 jobs" in (
+    assert "Leaderboard (max val_accuracy): 4 finished, 0 failed or unfinished, 4 jobs" in (
         result.stdout
     )
     assert all((tmp_path / "sweep" / name / "tb").is_dir() for name in names)

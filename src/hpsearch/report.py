@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpsearch.report: {e}", file=sys.stderr)
         return 2
     rows = [*sweep.rows, *sweep.superseded]
-    print(leaderboard(rows, sweep.params, sweep.mode, args.top, sweep.columns))
+    print(leaderboard(rows, sweep.params, sweep.mode, args.top, sweep.columns, metric=sweep.metric))
     path = Path(args.plot) if args.plot else sweep_dir / PLOT_NAME
     write_plot(sweep, path)
     print(f"plot: {path}")

@@ -27,7 +27,13 @@ from .plan.backends import BACKENDS, BackendEntry
 from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
-from .record.leaderboard import leaderboard, summary_options, superseded, unfinished
+from .record.leaderboard import (
+    leaderboard,
+    summary_metric,
+    summary_options,
+    superseded,
+    unfinished,
+)
 from .record.lock import SweepDirLocked, hold_sweep_dir
 from .record.progress import counted
 from .record.recorder import Recorder
@@ -175,7 +181,7 @@ def _run(sweep: Sweep, config: DictConfig) -> None:
         sweep.run()
     except SystemExit:  # stopped by Ctrl-C or SIGTERM: the running jobs are recorded
         # The end-of-sweep callback will not run: what finished so far, then how to go on.
-        log.info("\n%s", _leaderboard(config, sweep.recorder))
+        log.info("%s", _leaderboard(config, sweep.recorder))
         log.error("hpsearch: %s", resume_hint(config))
         raise
 
@@ -185,7 +191,12 @@ def _leaderboard(config: DictConfig, recorder: Recorder) -> str:
     mode, columns = summary_options(config)
     rows = list(recorder.table.rows.values())
     return leaderboard(
-        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
+        rows,
+        recorder.table.params,
+        mode,
+        columns=columns,
+        source=recorder.table.path,
+        metric=summary_metric(config),
     )
 
 
@@ -193,7 +204,7 @@ def report_failures(config: DictConfig, recorder: Recorder) -> None:
     """The sweeper is about to raise the first failure: show the whole picture first (the
     end-of-sweep callback that prints it otherwise will not run)."""
     rows = list(recorder.table.rows.values())
-    log.info("\n%s", _leaderboard(config, recorder))
+    log.info("%s", _leaderboard(config, recorder))
     log.error(
         "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
         "stderr.log); results in %s\nhpsearch: %s",
