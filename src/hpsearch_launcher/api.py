@@ -9,8 +9,10 @@ and a job's process do not pay for it; an app that imports it loads Hydra and Om
   `SearchSettings` (their one declaration), `SWEEPER_DEFAULTS` (the sweeper's defaults list).
 - Devices: `nvml_gpu_ids()` (the GPUs NVML sees), `visible_gpus(environ, nvml_ids)`.
 - The output dir: `dirs_to_make(path, key)` (`OutputDirError` for one that cannot be made).
-- Hydra's lines: `main_options(whitelist)` (`@hydra.main`'s keywords), `register_resolver`.
-- Values: `finite_float(value)` (a finite float, or None).
+- Hydra's lines: `main_options(whitelist)` (`@hydra.main`'s keywords), `version_base_option()`
+  (the compose API's), `register_resolver`.
+- Values: `finite_float(value)` (a finite float, or None); `nearest(word, options)` (the
+  option closest to a mistyped word).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from . import nvml
 from .config import LauncherSettings
 from .finite import finite_float
-from .hydra_line import main_options, register_resolver
+from .hydra_line import main_options, register_resolver, version_base_option
 from .output_dir import OutputDirError, dirs_to_make
 from .plan.settings import LauncherSettingsError, parse_gpus
 from .plan.settings import check_setting_key as check_launcher_key
@@ -26,6 +28,7 @@ from .plan.slots import visible_gpus
 from .search.config import SWEEPER_DEFAULTS, SearchSettings
 from .search.refusal import SearchSettingsError
 from .search.settings import check_setting_key as check_sweeper_key
+from .setting_checks import nearest
 
 
 def nvml_gpu_ids() -> list[str]:
@@ -45,8 +48,10 @@ __all__ = [
     "dirs_to_make",
     "finite_float",
     "main_options",
+    "nearest",
     "nvml_gpu_ids",
     "parse_gpus",
     "register_resolver",
+    "version_base_option",
     "visible_gpus",
 ]
