@@ -222,7 +222,7 @@ SWEEP = ["-m", "hpsearch", "--multirun", "lr=0.001,0.01", "epochs=1"]
 RUN = ["-m", "hpsearch", "epochs=1"]
 NONE = simulated_gpus_env({"HPS_FAKE_GPUS": "none"})  # no NVIDIA driver, on any machine
 TWO = simulated_gpus_env({"HPS_FAKE_GPUS": "2"})
-TYPO = "learning_rate: no such key; did you mean lr? (e.g. lr=1e-3"
+TYPO = "learning_rate: no such key; did you mean lr? (a key for your own code: +user.learning_"
 REFUSED = [
     # item 1: a mistyped launcher key, plain (Hydra's six lines before) and with `+`
     (

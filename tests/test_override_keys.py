@@ -11,7 +11,8 @@ import pytest
 
 from hpsearch.app import CONFIG_DIR
 from hpsearch.errors import ConfigError
-from hpsearch.override_keys import check_override_keys, nearest_key
+from hpsearch.override_keys import check_override_keys
+from hpsearch_launcher.api import nearest_key
 
 REFUSED = [
     # The commonest newcomer typo, plain and with the + that Hydra's refusal advises.
@@ -19,10 +20,10 @@ REFUSED = [
     (["--multirun", "+learning_rate=1e-3,1e-2"], "learning_rate: no such key; did you mean lr? "),
     (
         ["learning_rate=1e-3"],
-        "learning_rate: no such key; did you mean lr? (e.g. lr=1e-3; a key "
-        "for your own code: +user.learning_rate=1e-3)",
+        "learning_rate: no such key; did you mean lr? (a key for your own code: "
+        "+user.learning_rate=1e-3)",
     ),
-    (["batch_size=32"], "batch_size: no such key; did you mean batch? (e.g. batch=32"),
+    (["batch_size=32"], "batch_size: no such key; did you mean batch? (a key for your own code"),
     (["num_epochs=3"], "num_epochs: no such key; did you mean epochs?"),
     (["model.hiden=[64]"], "model.hiden: no such key; did you mean model.hidden?"),
     (["modle.hidden=[64]"], "modle.hidden: no such key; did you mean model.hidden?"),

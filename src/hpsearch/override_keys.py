@@ -14,7 +14,7 @@ from typing import Any
 
 from hpsearch.errors import ConfigError
 from hpsearch.overrides import parsed_overrides, swept_values
-from hpsearch_launcher.api import nearest, version_base_option
+from hpsearch_launcher.api import dotted_keys, has_key, no_such_key, version_base_option
 
 USER = "user"  # the config node whose keys are the user's own: added with +, never refused
 
@@ -32,7 +32,7 @@ def check_override_keys(args: list[str], config_dir: Path) -> None:
         return  # the config does not compose: Hydra says why, in its own words
     for override in values:
         key = override.key_or_group
-        known = any(_has(config, key) for config in configs)
+        known = any(has_key(config, key) for config in configs)
         if key.split(".")[0] == USER:
             if not known and not (override.is_add() or override.is_force_add()):
                 raise ConfigError(
@@ -43,43 +43,14 @@ def check_override_keys(args: list[str], config_dir: Path) -> None:
                 f"+{key}: {key} is in the config already; set it without +: {_line(override)}"
             )
         elif not known:
-            raise ConfigError(_no_such_key(override, _keys(configs[0])))
+            raise ConfigError(_no_such_key(override, dotted_keys(configs[0])))
 
 
 def _no_such_key(override: Any, known: list[str]) -> str:
-    """`learning_rate: no such key; did you mean lr? (e.g. lr=1e-3; a key for your own code:
-    +user.learning_rate=1e-3)`; without a near key, the keys beside it."""
+    """`learning_rate: no such key; did you mean lr? (a key for your own code:
+    +user.learning_rate=1e-3)`."""
     key = override.key_or_group
-    value = _line(override).split("=", 1)[1]
-    yours = f"a key for your own code: +{USER}.{key}={value}"
-    near = nearest_key(key, known)
-    if near:
-        return f"{key}: no such key; did you mean {near}? (e.g. {near}={value}; {yours})"
-    parent = key.rpartition(".")[0]
-    under = f" under {parent}" if parent in known else ""
-    keys = ", ".join(_children(known, parent if under else ""))
-    return f"{key}: no such key; the keys{under}: {keys} ({yours})"
-
-
-def nearest_key(key: str, known: list[str]) -> str | None:
-    """The known key closest to a mistyped `key`: the one its initials name (`learning_rate`
-    -> `lr`), else the closest in spelling beside it (under the same parent, if that is
-    known), else anywhere."""
-    parent, dot, leaf = key.rpartition(".")
-    initials = "".join(word[0] for word in leaf.split("_") if word)
-    if parent + dot + initials in known and initials != leaf:
-        return parent + dot + initials
-    if parent and parent not in known:
-        return nearest(key, known)
-    near = nearest(leaf, _children(known, parent))
-    return parent + dot + near if near else None
-
-
-def _children(known: list[str], parent: str) -> list[str]:
-    """The keys right under `parent` ('' for the top level)."""
-    depth = parent.count(".") + 1 if parent else 0
-    inside = [k for k in known if k.startswith(parent + ".")] if parent else known
-    return [k.split(".")[-1] for k in inside if k.count(".") == depth]
+    return f"{no_such_key(key, known)} (a key for your own code: +{USER}.{_line(override)})"
 
 
 def _line(override: Any) -> str:
@@ -116,27 +87,3 @@ def _composed(groups: list[Any], config_dir: Path) -> list[Any]:
     except Exception:  # not ours to judge: Hydra reports it when it composes the same
         return []
     return configs
-
-
-def _has(config: Any, key: str) -> bool:
-    """Whether the dotted `key` is in the plain `config` (a list's item by its index)."""
-    node = config
-    for part in key.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
-
-
-def _keys(config: Any, prefix: str = "") -> list[str]:
-    """Every dotted key of the plain `config`, nodes and leaves."""
-    if not isinstance(config, dict):
-        return []
-    found = []
-    for name, value in config.items():
-        key = f"{prefix}{name}"
-        found += [key, *_keys(value, key + ".")]
-    return found

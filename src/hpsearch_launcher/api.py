@@ -11,14 +11,16 @@ and a job's process do not pay for it; an app that imports it loads Hydra and Om
 - The output dir: `dirs_to_make(path, key)` (`OutputDirError` for one that cannot be made).
 - Hydra's lines: `main_options(whitelist)` (`@hydra.main`'s keywords), `version_base_option()`
   (the compose API's), `register_resolver`.
-- Values: `finite_float(value)` (a finite float, or None); `nearest(word, options)` (the
-  option closest to a mistyped word).
+- Values: `finite_float(value)` (a finite float, or None).
+- A config's keys: `has_key`, `dotted_keys`, `nearest_key` (the key closest to a mistyped
+  one), `no_such_key` (the refusal's words).
 """
 
 from __future__ import annotations
 
 from . import nvml
 from .config import LauncherSettings
+from .config_keys import dotted_keys, has_key, nearest_key, no_such_key
 from .finite import finite_float
 from .hydra_line import main_options, register_resolver, version_base_option
 from .output_dir import OutputDirError, dirs_to_make
@@ -28,7 +30,6 @@ from .plan.slots import visible_gpus
 from .search.config import SWEEPER_DEFAULTS, SearchSettings
 from .search.refusal import SearchSettingsError
 from .search.settings import check_setting_key as check_sweeper_key
-from .setting_checks import nearest
 
 
 def nvml_gpu_ids() -> list[str]:
@@ -46,9 +47,12 @@ __all__ = [
     "check_launcher_key",
     "check_sweeper_key",
     "dirs_to_make",
+    "dotted_keys",
     "finite_float",
+    "has_key",
     "main_options",
-    "nearest",
+    "nearest_key",
+    "no_such_key",
     "nvml_gpu_ids",
     "parse_gpus",
     "register_resolver",
