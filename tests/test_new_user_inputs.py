@@ -222,6 +222,8 @@ SWEEP = ["-m", "hpsearch", "--multirun", "lr=0.001,0.01", "epochs=1"]
 RUN = ["-m", "hpsearch", "epochs=1"]
 NONE = simulated_gpus_env({"HPS_FAKE_GPUS": "none"})  # no NVIDIA driver, on any machine
 TWO = simulated_gpus_env({"HPS_FAKE_GPUS": "2"})
+NOT_MLPS = ["model=cnn,mlp", "model.filters=[8],[16]", "device=cpu"]
+HYDRAS = "Could not override 'model.filters'. To append to your config use +model.filters=[8]"
 TYPO = "learning_rate: no such key; did you mean lr? (a key for your own code: +user.learning_"
 REFUSED = [
     # item 1: a mistyped launcher key, plain (Hydra's six lines before) and with `+`
@@ -284,6 +286,8 @@ REFUSED = [
         None,
         "z: no such key; the keys: model, data,",
     ),
+    # Hydra's own refusal of a job's config (a key of one model, swept over both), one line.
+    (["-m", "hpsearch", "--multirun", *NOT_MLPS], None, HYDRAS),
 ]
 
 
@@ -299,6 +303,18 @@ def test_refused_in_one_line_with_nothing_made(
     line = refusal(runner.run(args, env=env, timeout=120))
     assert line.startswith(f"hpsearch: error: {message.format(tmp=tmp_path)}"), line
     assert listing(tmp_path) == before  # no outputs/, no multirun.yaml, no .hydra/
+
+
+@pytest.mark.slow
+def test_a_job_config_hydra_cannot_compose_is_refused_in_any_app(
+    runner: Runner, tmp_path: Path, marks: Path
+) -> None:
+    before = listing(tmp_path)
+    line = refusal(runner.run(runner.probe_sweep(marks, "nosuch=1,2"), timeout=120))
+    assert line == (
+        "hpsearch: error: Could not override 'nosuch'. To append to your config use +nosuch=1"
+    )
+    assert listing(tmp_path) == before  # no sweep/, no multirun.yaml
 
 
 @pytest.mark.slow
@@ -343,6 +359,7 @@ def earlier_sweep(sweep: Path) -> None:
         (["lr=-1,1e-3"], "job 1 (lr=-1): lr=-1: must be > 0"),
         (["lr=-1,1e-3", "hydra.launcher.resume=false"], "job 0 (lr=-1): lr=-1"),
         (["lr=1e-3,1e-2", "hydra.launcher.jobs_per_gpu=0"], "hydra.launcher.jobs_per_gpu=0"),
+        (NOT_MLPS[:2], HYDRAS),
     ],
 )
 def test_a_refusal_leaves_an_earlier_sweep_dir_as_it_was(

@@ -16,6 +16,7 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
 
 from .batch import BatchSource
@@ -217,9 +218,10 @@ def report_failures(config: DictConfig, recorder: Recorder) -> None:
 
 @contextlib.contextmanager
 def one_line_errors(launcher: Any = None) -> Iterator[None]:
-    """A bad setting, a job's bad config, an unreadable results.csv, a sweep dir another sweep
-    holds or one that cannot be made, found before any job starts: `hpsearch: error: ...` on
-    one line and exit status 2, as a single run of hpsearch says it. Given the launcher, and
+    """A bad setting, a job's bad config (one Hydra cannot compose too: `Could not override
+    'x'`), an unreadable results.csv, a sweep dir another sweep holds or one that cannot be
+    made, found before any job starts: `hpsearch: error: ...` on one line and exit status 2,
+    as a single run of hpsearch says it. Given the launcher, and
     refused at the sweep's first launch(), when none of its jobs has run, the sweep dir is put
     back as it was (`SweepDirBefore`, which the launcher took in setup()). HYDRA_FULL_ERROR=1
     shows Hydra's own report, traceback included."""
@@ -233,10 +235,12 @@ def one_line_errors(launcher: Any = None) -> Iterator[None]:
         ResultsFileError,
         SweepDirLocked,
         OutputDirError,
+        ConfigCompositionException,
     ) as err:
         # A dir another sweep holds is that sweep's: it is not put back.
         put_back = first and not isinstance(err, SweepDirLocked)
-        refuse(str(err), err, before.restore if before is not None and put_back else None)
+        line = " ".join(part.strip() for part in str(err).splitlines() if part.strip())
+        refuse(line, err, before.restore if before is not None and put_back else None)
 
 
 def open_records(sweep_dir: Path, settings: LauncherSettings) -> Recorder:
