@@ -118,7 +118,7 @@ def test_multirun_through_the_gpu_pool_launcher(
     assert (table["objective"] == table["val_accuracy"]).all()
     # The trainer leaves no process running; Ray's workers are not looked at (empty).
     assert (table["leftovers"].isna() if "ray" in backend[0] else table["leftovers"] == 0).all()
-    assert "Leaderboard (max objective): 4 finished, 0 failed or unfinished, 4 jobs" in (
+    assert "Leaderboard (max val_accuracy): 4 finished, 0 failed or unfinished, 4 jobs" in (
         result.stdout
     )
     assert all((tmp_path / "sweep" / name / "tb").is_dir() for name in names)

@@ -106,7 +106,7 @@ def test_the_readme_main_command_prints_the_same_lines_on_both_lines(
     there = run_main_command(runner, other_line_python, tmp_path / "other")
     assert not warnings_in(here), here
     assert not warnings_in(there), there
-    assert "Leaderboard (max objective): 4 finished" in here
+    assert "Leaderboard (max val_accuracy): 4 finished" in here
     assert shape(here) == shape(there), f"Hydra {THIS_LINE}:\n{here}\nthe other line:\n{there}"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,9 @@ SWEEP = ["-m", "hpsearch", "--multirun", "lr=0.001,0.01", "epochs=1"]
 RUN = ["-m", "hpsearch", "epochs=1"]
 NONE = simulated_gpus_env({"HPS_FAKE_GPUS": "none"})  # no NVIDIA driver, on any machine
 TWO = simulated_gpus_env({"HPS_FAKE_GPUS": "2"})
+NOT_MLPS = ["model=cnn,mlp", "model.filters=[8],[16]", "device=cpu"]
+HYDRAS = "Could not override 'model.filters'. To append to your config use +model.filters=[8]"
+TYPO = "learning_rate: no such key; did you mean lr? (a key for your own code: +user.learning_"
 REFUSED = [
     # item 1: a mistyped launcher key, plain (Hydra's six lines before) and with `+`
     (
@@ -267,6 +271,23 @@ REFUSED = [
     ),
     (["-m", "hpsearch", "--multirun", "lr=-1,1e-3", "device=cpu"], None, "job 0 (lr=-1): lr=-1"),
     ([*RUN, "lr=-1", "device=cpu"], None, "lr=-1: must be > 0 (e.g. lr=1e-3)"),
+    # item 5 (issue 50): a key the trainer never reads, in the words of the nearest one; Hydra's
+    # own refusal of a swept one left multirun.yaml behind, and its advice (+) was let through.
+    ([*SWEEP, "device=cpu", "learning_rate=1e-3,1e-2"], None, TYPO),
+    ([*SWEEP, "device=cpu", "+learning_rate=1e-3,1e-2"], None, TYPO),
+    ([*RUN, "device=cpu", "learning_rate=1e-3"], None, TYPO),
+    (
+        ["-m", "hpsearch", "--multirun", "+epochs=1,2", "device=cpu"],
+        None,
+        "+epochs: epochs is in the config already; set it without +: epochs=1,2",
+    ),
+    (
+        ["-m", "hpsearch", "--multirun", "hydra/sweeper=hpsearch", "z=interval(0,1)"],
+        None,
+        "z: no such key; the keys: model, data,",
+    ),
+    # Hydra's own refusal of a job's config (a key of one model, swept over both), one line.
+    (["-m", "hpsearch", "--multirun", *NOT_MLPS], None, HYDRAS),
 ]
 
 
@@ -282,6 +303,34 @@ def test_refused_in_one_line_with_nothing_made(
     line = refusal(runner.run(args, env=env, timeout=120))
     assert line.startswith(f"hpsearch: error: {message.format(tmp=tmp_path)}"), line
     assert listing(tmp_path) == before  # no outputs/, no multirun.yaml, no .hydra/
+
+
+@pytest.mark.slow
+def test_a_job_config_hydra_cannot_compose_is_refused_in_any_app(
+    runner: Runner, tmp_path: Path, marks: Path
+) -> None:
+    before = listing(tmp_path)
+    line = refusal(runner.run(runner.probe_sweep(marks, "nosuch=1,2"), timeout=120))
+    assert line == (
+        "hpsearch: error: Could not override 'nosuch'. To append to your config use +nosuch=1"
+    )
+    assert listing(tmp_path) == before  # no sweep/, no multirun.yaml
+
+
+@pytest.mark.slow
+def test_the_console_script_refuses_a_typo_the_same_way(runner: Runner, tmp_path: Path) -> None:
+    script = str(Path(sys.executable).parent / "hpsearch")
+    result = runner.run([script, "--multirun", "learning_rate=1e-3,1e-2"], timeout=120)
+    assert refusal(result).startswith(f"hpsearch: error: {TYPO}")
+    assert listing(tmp_path) == {}
+
+
+@pytest.mark.slow
+def test_a_key_of_ones_own_goes_through_under_user(runner: Runner) -> None:
+    """The documented way through: +user.<key> reaches the job's config, untouched."""
+    result = runner.run(["-m", "hpsearch", "+user.note=baseline", "--cfg", "job"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "user:\n  note: baseline\n" in result.stdout
 
 
 @pytest.mark.slow
@@ -310,6 +359,7 @@ def earlier_sweep(sweep: Path) -> None:
         (["lr=-1,1e-3"], "job 1 (lr=-1): lr=-1: must be > 0"),
         (["lr=-1,1e-3", "hydra.launcher.resume=false"], "job 0 (lr=-1): lr=-1"),
         (["lr=1e-3,1e-2", "hydra.launcher.jobs_per_gpu=0"], "hydra.launcher.jobs_per_gpu=0"),
+        (NOT_MLPS[:2], HYDRAS),
     ],
 )
 def test_a_refusal_leaves_an_earlier_sweep_dir_as_it_was(

@@ -101,13 +101,27 @@ def test_no_sweep_dir_or_latest_reports_the_newest_sweep(
         assert ranked_objectives(out) == ["0.9500", "0.8800", "0.7100"]
 
 
+def test_latest_finds_a_sweep_under_hydras_own_multirun_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any other Hydra app sweeps into multirun/ (Hydra's default), not outputs/multirun/:
+    the newest of both is the latest."""
+    monkeypatch.chdir(tmp_path)
+    older = make_sweep(tmp_path / "outputs/multirun/2026-12-01/09-00-00", RUNS[:1])
+    newer = make_sweep(tmp_path / "multirun/2026-12-02/10-00-00", RUNS[:3])
+    os.utime(older / "results.csv", (1e9, 1e9))
+    assert main([]) == 0
+    assert capsys.readouterr().out.startswith(f"the latest sweep: {newer.relative_to(tmp_path)}\n")
+
+
 def test_latest_without_a_sweep_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert main([]) == 2
     assert capsys.readouterr().err == (
-        "hpsearch.report: no sweep under outputs/multirun/ here (no results.csv): run this "
+        "hpsearch.report: no sweep under outputs/multirun/ or multirun/ here (no results.csv): "
+        "run this "
         "where you ran the sweep, or pass its SWEEP_DIR\n"
     )
 

@@ -176,7 +176,7 @@ def test_an_optuna_report_names_its_objective_as_a_grid_one_does(
     assert build_figure(sweep).get_suptitle().startswith("optuna: 12 runs, best val_loss=0.5")
     assert main([str(tmp_path / "optuna")]) == 0
     out = capsys.readouterr().out
-    assert "Leaderboard (min objective)" in out and "test_accuracy" in out
+    assert "Leaderboard (min val_loss)" in out and "test_accuracy" in out
 
 
 def test_the_reports_leaderboard_is_the_end_of_sweep_one(
@@ -189,11 +189,15 @@ def test_the_reports_leaderboard_is_the_end_of_sweep_one(
     out = capsys.readouterr().out
     table = ResultsTable.load(sweep_dir)
     end_of_sweep = leaderboard(
-        list(table.rows.values()), table.params, "max", columns=["test_accuracy"]
+        list(table.rows.values()),
+        table.params,
+        "max",
+        columns=["test_accuracy"],
+        metric="val_accuracy",
     )
     assert out.startswith(end_of_sweep + "\n")
     header = out.splitlines()[1].split()
-    assert header[:6] == ["rank", "objective", "lr", "batch", "model", "test_accuracy"]
+    assert header[:6] == ["rank", "val_accuracy", "lr", "batch", "model", "test_accuracy"]
 
 
 @pytest.mark.parametrize(("top", "more"), [(10, "2 more"), (12, None), (3, "9 more")])

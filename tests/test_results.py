@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 import re
 import signal
 import time
@@ -14,7 +15,9 @@ import pytest
 import yaml
 from conftest import Runner
 from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
+from omegaconf import OmegaConf
 
+from hpsearch_launcher.callbacks import SweepSummary
 from hpsearch_launcher.record import table as table_module
 from hpsearch_launcher.record.table import SAVE_INTERVAL_S, TAIL
 from hpsearch_launcher.results import (
@@ -22,6 +25,7 @@ from hpsearch_launcher.results import (
     ResultsTable,
     leaderboard,
     ranked,
+    summary_metric,
     summary_options,
 )
 
@@ -140,6 +144,46 @@ def test_leaderboard_ranks_by_direction_and_lists_failures(mode: str, best: int)
     assert f"Leaderboard ({mode} objective): 4 finished, 1 failed or unfinished, 5 jobs; 1 " in text
     assert "; 1 finished without a finite objective" in text
     assert "TIMEOUT     job 3 : timed out after 5s" in text
+
+
+def test_the_leaderboard_writes_values_as_run_dirs_do_and_names_its_metric() -> None:
+    """A search's lr as its run dir names it (6 significant digits), times to a tenth of a
+    second, and the metric it ranks by in its header and its column."""
+    best = row(0, "completed", "0.8556") | {"lr": "0.0023834587189112567"}
+    best |= {"train_time_s": "12.345678", "test_accuracy": "0.8222222328186035"}
+    text = leaderboard(
+        [best], ["lr"], "max", columns=["test_accuracy", "train_time_s"], metric="val_accuracy"
+    )
+    assert text.startswith("Leaderboard (max val_accuracy): 1 finished"), text
+    header, cells = (line.split() for line in text.splitlines()[1:3])
+    assert header[:5] == ["rank", "val_accuracy", "lr", "test_accuracy", "train_time_s"]
+    assert cells[:5] == ["1", "0.8556", "0.00238346", "0.822222", "12.3"]
+    # A task's bare return value is the objective, as before.
+    assert leaderboard([best], ["lr"], "max").startswith("Leaderboard (max objective): ")
+
+
+@pytest.mark.parametrize(
+    ("cfg", "metric"),
+    [
+        ({"hydra": {"callbacks": {"summary": {"metric": "val_accuracy"}}}}, "val_accuracy"),
+        ({"hydra": {"callbacks": {"summary": {"mode": "min"}}}}, "objective"),
+        ({"objective": {"metric": "val_loss"}}, "objective"),  # the app's keys are not read
+        (None, "objective"),
+    ],
+)
+def test_summary_metric(cfg: dict | None, metric: str) -> None:
+    assert summary_metric(cfg) == metric
+
+
+def test_the_end_of_sweep_leaderboard_has_no_empty_line_before_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ResultsTable(tmp_path / "results.csv").put(row(0, "completed", "0.9"), {"lr": "0.1"})
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}})
+    with caplog.at_level(logging.INFO, logger="hpsearch.sweep"):
+        SweepSummary(mode="max").on_multirun_end(config)
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message.startswith("Leaderboard (max objective): 1 finished"), repr(message)
 
 
 @pytest.mark.parametrize(

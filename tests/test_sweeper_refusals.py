@@ -69,3 +69,28 @@ def test_the_search_without_optuna_names_the_extra(runner: Runner, tmp_path: Pat
         '"hpsearch[search]" otherwise)'
     )
     assert left_on_disk(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_search_over_a_key_the_app_lacks_is_refused_in_any_app(
+    runner: Runner, tmp_path: Path, marks: Path
+) -> None:
+    """Not only the hpsearch app's: before the study starts (Hydra would refuse the first
+    trial's config, advising `+xs=<a sampled number>`, with the sweep's lock left behind)."""
+    done = runner.run(runner.probe_sweep(marks, "hydra/sweeper=hpsearch", "xs=interval(0,1)"))
+    assert done.returncode == 2, done.stdout
+    assert done.stdout.strip() == (
+        "hpsearch: error: xs: no such key; did you mean x? (to search a key the config lacks, "
+        "add it with +: '+xs=...')"
+    )
+    assert left_on_disk(tmp_path) == ["marks"]
+
+
+@pytest.mark.slow
+def test_a_key_added_with_plus_is_searched_on_purpose(
+    runner: Runner, tmp_path: Path, marks: Path
+) -> None:
+    args = ["hydra/sweeper=hpsearch", "+xs=interval(0,1)", "hydra.sweeper.n_trials=2"]
+    done = runner.run(runner.probe_sweep(marks, *args))
+    assert done.returncode == 0, done.stdout
+    assert (tmp_path / "sweep" / "results.csv").read_text().count("\n") == 3  # header, 2 trials

@@ -50,7 +50,9 @@ class HpsearchLauncher(Launcher):
         with _core.one_line_errors():
             self.sweep_dir_before = _core.SweepDirBefore.look(config)
         self.composer = Composer(hydra_context.config_loader, config)
-        self.composer.serve_sweeper_checks()
+        # A job config Hydra cannot compose, found by the sweeper's check: one line, the
+        # sweep dir as it was (the basic sweeper checks each batch before it launches it).
+        self.composer.serve_sweeper_checks(lambda: _core.one_line_errors(self))
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int

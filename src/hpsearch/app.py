@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import hydra
 import yaml
@@ -14,6 +12,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from hpsearch.errors import ConfigError, exit_with
+from hpsearch.override_keys import check_override_keys
+from hpsearch.overrides import parsed_overrides, swept_values
 from hpsearch.preflight import preflight
 from hpsearch.settings_help import RESOLVER, settings_help
 from hpsearch_launcher import EXECUTION_WHITELIST as launcher_targets
@@ -70,37 +70,15 @@ _hydra_main = hydra.main(
 )(train_task)
 
 
-def _overrides(args: list[str]) -> Iterator[Any]:
-    """The command line's `key=value` overrides, parsed as Hydra parses them; those Hydra
-    cannot parse are left for it to report, in its own words."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        try:
-            yield parser.parse_overrides([arg])[0]
-        except Exception:  # not ours to judge: Hydra reports its own syntax errors
-            continue
-
-
 def check_group_choices(args: list[str], config_dir: Path) -> None:
     """Reject an unknown config group option (`model=foo`, `model=mlp,foo`) in one line.
 
     Hydra would say it too, over several lines; this runs first, on the command line alone.
     """
-    for override in _overrides(args):
+    for override in parsed_overrides(args):
         group = override.key_or_group
-        try:
-            values = (
-                list(override.sweep_string_iterator())
-                if override.is_sweep_override()
-                else [override.get_value_element_as_str()]
-            )
-        except Exception:  # not ours to judge: Hydra reports its own errors
-            continue
-        if not (config_dir / group).is_dir():
+        values = swept_values(override)
+        if values is None or not (config_dir / group).is_dir():
             continue
         known = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
         for value in values:
@@ -121,7 +99,7 @@ def check_launcher_keys(args: list[str]) -> None:
     is made."""
     if _plain_overrides(args).get("hydra/launcher", "hpsearch") != "hpsearch":
         return  # another launcher's settings are its own
-    for override in _overrides(args):
+    for override in parsed_overrides(args):
         if override.key_or_group.startswith(LAUNCHER_PREFIX):
             check_launcher_key(override.key_or_group.removeprefix(LAUNCHER_PREFIX))
 
@@ -134,7 +112,7 @@ def check_sweeper_keys(args: list[str]) -> None:
     with the nearest setting, before Hydra's six, and before any sweep dir is made."""
     if _plain_overrides(args).get("hydra/sweeper") != "hpsearch":
         return
-    for override in _overrides(args):
+    for override in parsed_overrides(args):
         if override.key_or_group.startswith(SWEEPER_PREFIX):
             check_sweeper_key(override.key_or_group.removeprefix(SWEEPER_PREFIX))
 
@@ -177,7 +155,7 @@ def _plain_overrides(args: list[str]) -> dict[str, str]:
     """key -> value of the command line's plain `key=value` overrides (not sweeps)."""
     return {
         o.get_key_element().lstrip("+~"): o.input_line.split("=", 1)[1]
-        for o in _overrides(args)
+        for o in parsed_overrides(args)
         if not o.is_sweep_override()
     }
 
@@ -187,6 +165,7 @@ def main() -> None:
     if not any(a.startswith(("--config-dir", "-cd", "--config-path", "-cp")) for a in args):
         try:
             check_group_choices(args, Path(CONFIG_DIR))
+            check_override_keys(args, Path(CONFIG_DIR))
             check_launcher_keys(args)
             check_sweeper_keys(args)
             sys.argv[1:] = optuna_direction(args, Path(CONFIG_DIR))

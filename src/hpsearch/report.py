@@ -65,17 +65,20 @@ class ReportError(Exception):
     """Bad input: a one-line message naming the value and the fix."""
 
 
-LATEST = "latest"  # SWEEP_DIR's default: the newest sweep under DEFAULT_ROOT
-DEFAULT_ROOT = Path("outputs/multirun")  # where hpsearch's sweeps go by default (conf/)
+LATEST = "latest"  # SWEEP_DIR's default: the newest sweep under DEFAULT_ROOTS
+# Where sweeps go by default: hpsearch's (conf/), and Hydra's own for any other app.
+DEFAULT_ROOTS = (Path("outputs/multirun"), Path("multirun"))
 
 
-def latest_sweep(root: Path = DEFAULT_ROOT) -> Path:
-    """The sweep dir under `root` (`<date>/<time>/`, or any depth) whose results.csv changed
-    last; ReportError when there is none."""
-    found = [p for p in root.glob(f"**/{FILENAME}") if p.is_file()] if root.is_dir() else []
+def latest_sweep(roots: tuple[Path, ...] = DEFAULT_ROOTS) -> Path:
+    """The sweep dir under any of `roots` (`<date>/<time>/`, or any depth) whose results.csv
+    changed last; ReportError when there is none."""
+    found = [p for root in roots if root.is_dir() for p in root.glob(f"**/{FILENAME}")]
+    found = [p for p in found if p.is_file()]
     if not found:
+        where = " or ".join(f"{root}/" for root in roots)
         raise ReportError(
-            f"no sweep under {root}/ here (no {FILENAME}): run this where you ran the sweep, "
+            f"no sweep under {where} here (no {FILENAME}): run this where you ran the sweep, "
             "or pass its SWEEP_DIR"
         )
     return max(found, key=lambda p: p.stat().st_mtime).parent
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpsearch.report: {e}", file=sys.stderr)
         return 2
     rows = [*sweep.rows, *sweep.superseded]
-    print(leaderboard(rows, sweep.params, sweep.mode, args.top, sweep.columns))
+    print(leaderboard(rows, sweep.params, sweep.mode, args.top, sweep.columns, metric=sweep.metric))
     path = Path(args.plot) if args.plot else sweep_dir / PLOT_NAME
     write_plot(sweep, path)
     print(f"plot: {path}")
@@ -112,7 +115,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="?",
         default=LATEST,
         help=f"the sweep's output directory; {LATEST} (the default): the newest sweep under "
-        f"{DEFAULT_ROOT}/ (by its {FILENAME})",
+        f"{' or '.join(f'{root}/' for root in DEFAULT_ROOTS)} (by its {FILENAME})",
     )
     parser.add_argument(
         "--top", type=_positive_int, default=10, help="how many best runs to list (default 10)"

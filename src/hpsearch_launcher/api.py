@@ -9,16 +9,20 @@ and a job's process do not pay for it; an app that imports it loads Hydra and Om
   `SearchSettings` (their one declaration), `SWEEPER_DEFAULTS` (the sweeper's defaults list).
 - Devices: `nvml_gpu_ids()` (the GPUs NVML sees), `visible_gpus(environ, nvml_ids)`.
 - The output dir: `dirs_to_make(path, key)` (`OutputDirError` for one that cannot be made).
-- Hydra's lines: `main_options(whitelist)` (`@hydra.main`'s keywords), `register_resolver`.
+- Hydra's lines: `main_options(whitelist)` (`@hydra.main`'s keywords), `version_base_option()`
+  (the compose API's), `register_resolver`.
 - Values: `finite_float(value)` (a finite float, or None).
+- A config's keys: `has_key`, `dotted_keys`, `nearest_key` (the key closest to a mistyped
+  one), `no_such_key` (the refusal's words).
 """
 
 from __future__ import annotations
 
 from . import nvml
 from .config import LauncherSettings
+from .config_keys import dotted_keys, has_key, nearest_key, no_such_key
 from .finite import finite_float
-from .hydra_line import main_options, register_resolver
+from .hydra_line import main_options, register_resolver, version_base_option
 from .output_dir import OutputDirError, dirs_to_make
 from .plan.settings import LauncherSettingsError, parse_gpus
 from .plan.settings import check_setting_key as check_launcher_key
@@ -43,10 +47,15 @@ __all__ = [
     "check_launcher_key",
     "check_sweeper_key",
     "dirs_to_make",
+    "dotted_keys",
     "finite_float",
+    "has_key",
     "main_options",
+    "nearest_key",
+    "no_such_key",
     "nvml_gpu_ids",
     "parse_gpus",
     "register_resolver",
+    "version_base_option",
     "visible_gpus",
 ]

@@ -8,6 +8,7 @@ Any app using the hpsearch launcher can add it to its config:
           _target_: hpsearch_launcher.callbacks.SweepSummary
           mode: max          # or min; default: the sweeper's direction, else max
           columns: []        # results.csv columns to show beside the objective
+          metric: objective  # what the objective is, named in the leaderboard (val_accuracy)
 
 Hydra's basic sweeper stops at a failed job (and Ctrl-C stops a sweep) before the sweep's end:
 the launcher prints the leaderboard itself then, and this stays silent (Hydra 1.4 calls it on
@@ -26,7 +27,14 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from .output_dir import OutputDirError
-from .record.leaderboard import leaderboard, study_note, summary_options, superseded, unfinished
+from .record.leaderboard import (
+    OBJECTIVE,
+    leaderboard,
+    study_note,
+    summary_options,
+    superseded,
+    unfinished,
+)
 from .record.resume_command import resume_hint
 from .record.table import ResultsTable
 from .sweep_dir import SweepDirBefore
@@ -35,9 +43,12 @@ log = logging.getLogger("hpsearch.sweep")
 
 
 class SweepSummary(Callback):
-    def __init__(self, mode: str | None = None, columns: Sequence[str] = ()) -> None:
+    def __init__(
+        self, mode: str | None = None, columns: Sequence[str] = (), metric: str = OBJECTIVE
+    ) -> None:
         self.mode = mode  # None (or anything but max/min): the sweeper's direction, else max
         self.columns = list(columns)
+        self.metric = metric  # what the objective is: a metric's name, or the bare return
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Before the sweeper starts: Optuna opens its study first, and a sqlite study kept in
@@ -64,8 +75,10 @@ class SweepSummary(Callback):
         note = study_note(config, rows, table.params, mode)
         if note:
             log.info("%s", note)
-        board = leaderboard(rows, table.params, mode, columns=self.columns, source=table.path)
-        log.info("\n%s", board)
+        board = leaderboard(
+            rows, table.params, mode, columns=self.columns, source=table.path, metric=self.metric
+        )
+        log.info("%s", board)
         failed = unfinished(rows)
         if failed:
             log.error(

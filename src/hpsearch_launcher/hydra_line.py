@@ -37,7 +37,13 @@ def main_options(execution_whitelist: Sequence[str]) -> dict[str, Any]:
     1.3 the version base 1.3, whose defaults 1.4 keeps (a job does not chdir)."""
     if HAS_EXECUTION_WHITELIST:
         return {"execution_whitelist": list(execution_whitelist)}
-    return {"version_base": "1.3"}
+    return version_base_option()
+
+
+def version_base_option() -> dict[str, Any]:
+    """The version base keyword of `@hydra.main` and `hydra.initialize_config_dir`: 1.3 on 1.3
+    (which warns without one), none on 1.4 (which deprecates it, and warns with one)."""
+    return {} if HAS_EXECUTION_WHITELIST else {"version_base": "1.3"}
 
 
 def instantiate_trusted(config: Any, execution_whitelist: Sequence[str]) -> Any:

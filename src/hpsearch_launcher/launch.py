@@ -16,6 +16,7 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
 
 from .batch import BatchSource
@@ -28,7 +29,13 @@ from .plan.backends import BACKENDS, BackendEntry
 from .plan.jobs import Job, JobConfigError, JobFactory, compose_jobs
 from .plan.settings import LauncherSettings, LauncherSettingsError, parse_settings
 from .plan.slots import CPU
-from .record.leaderboard import leaderboard, summary_options, superseded, unfinished
+from .record.leaderboard import (
+    leaderboard,
+    summary_metric,
+    summary_options,
+    superseded,
+    unfinished,
+)
 from .record.lock import SweepDirLocked, hold_sweep_dir
 from .record.progress import counted
 from .record.recorder import Recorder
@@ -176,7 +183,7 @@ def _run(sweep: Sweep, config: DictConfig) -> None:
         sweep.run()
     except SystemExit:  # stopped by Ctrl-C or SIGTERM: the running jobs are recorded
         # The end-of-sweep callback will not run: what finished so far, then how to go on.
-        log.info("\n%s", _leaderboard(config, sweep.recorder))
+        log.info("%s", _leaderboard(config, sweep.recorder))
         log.error("hpsearch: %s", resume_hint(config))
         raise
 
@@ -186,7 +193,12 @@ def _leaderboard(config: DictConfig, recorder: Recorder) -> str:
     mode, columns = summary_options(config)
     rows = list(recorder.table.rows.values())
     return leaderboard(
-        rows, recorder.table.params, mode, columns=columns, source=recorder.table.path
+        rows,
+        recorder.table.params,
+        mode,
+        columns=columns,
+        source=recorder.table.path,
+        metric=summary_metric(config),
     )
 
 
@@ -194,7 +206,7 @@ def report_failures(config: DictConfig, recorder: Recorder) -> None:
     """The sweeper is about to raise the first failure: show the whole picture first (the
     end-of-sweep callback that prints it otherwise will not run)."""
     rows = list(recorder.table.rows.values())
-    log.info("\n%s", _leaderboard(config, recorder))
+    log.info("%s", _leaderboard(config, recorder))
     log.error(
         "hpsearch: %d of %d jobs failed; each one's logs are in its run dir (stdout.log, "
         "stderr.log); results in %s\nhpsearch: %s",
@@ -207,9 +219,10 @@ def report_failures(config: DictConfig, recorder: Recorder) -> None:
 
 @contextlib.contextmanager
 def one_line_errors(launcher: Any = None) -> Iterator[None]:
-    """A bad setting, a job's bad config, an unreadable results.csv, a sweep dir another sweep
-    holds or one that cannot be made, found before any job starts: `hpsearch: error: ...` on
-    one line and exit status 2, as a single run of hpsearch says it. Given the launcher, and
+    """A bad setting, a job's bad config (one Hydra cannot compose too: `Could not override
+    'x'`), an unreadable results.csv, a sweep dir another sweep holds or one that cannot be
+    made, found before any job starts: `hpsearch: error: ...` on one line and exit status 2,
+    as a single run of hpsearch says it. Given the launcher, and
     refused at the sweep's first launch(), when none of its jobs has run, the sweep dir is put
     back as it was (`SweepDirBefore`, which the launcher took in setup()). HYDRA_FULL_ERROR=1
     shows Hydra's own report, traceback included."""
@@ -228,10 +241,12 @@ def one_line_errors(launcher: Any = None) -> Iterator[None]:
         ResultsFileError,
         SweepDirLocked,
         OutputDirError,
+        ConfigCompositionException,
     ) as err:
         # A dir another sweep holds is that sweep's: it is not put back.
         put_back = first and not isinstance(err, SweepDirLocked)
-        refuse(str(err), err, before.restore if before is not None and put_back else None)
+        line = " ".join(part.strip() for part in str(err).splitlines() if part.strip())
+        refuse(line, err, before.restore if before is not None and put_back else None)
 
 
 def disk_stop_line(disk: CannotWrite, config: DictConfig) -> str:

@@ -15,7 +15,14 @@ from .contract import REPORTS_FILE
 from .outcome import DONE, SUPERSEDED, Status
 from .record.columns import Kind, of_kind
 from .record.journal import FILENAME as JOURNAL
-from .record.leaderboard import leaderboard, objective, ranked, summary_options, unfinished
+from .record.leaderboard import (
+    leaderboard,
+    objective,
+    ranked,
+    summary_metric,
+    summary_options,
+    unfinished,
+)
 from .record.reports import ReportReader
 from .record.rows import PRUNED_STEP, finite
 from .record.table import FILENAME, STATUS, ResultsFileError, ResultsTable
@@ -35,6 +42,7 @@ __all__ = [
     "ranked",
     "read_curve",
     "read_results",
+    "summary_metric",
     "summary_options",
     "unfinished",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import pickle
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import cloudpickle
@@ -49,11 +50,14 @@ class Composer:
         # hold the same overrides twice: each job gets its own config).
         self._checked: dict[tuple[str, ...], list[DictConfig]] = {}
 
-    def serve_sweeper_checks(self) -> None:
+    def serve_sweeper_checks(
+        self, guard: Callable[[], AbstractContextManager[object]] = nullcontext
+    ) -> None:
         """Compose what the sweeper checks of this sweep (its loader's load_sweep_config of
-        the master config) here, and keep each config for the job's compose(); any other
-        config still goes to Hydra's own load_sweep_config."""
-        self.loader.load_sweep_config = SweeperChecks(self, self._load)
+        the master config) here, inside `guard()` (the launcher's refusal of a job config
+        Hydra cannot compose), and keep each config for the job's compose(); any other config
+        still goes to Hydra's own load_sweep_config."""
+        self.loader.load_sweep_config = SweeperChecks(self, self._load, guard)
 
     def check(self, overrides: Sequence[str]) -> DictConfig:
         """The sweeper checks a job: its config composed, and kept for the job's compose()."""
@@ -143,14 +147,21 @@ class Composer:
 class SweeperChecks:
     """Hydra's loader's load_sweep_config while a Composer serves the sweeper's checks."""
 
-    def __init__(self, composer: Composer, hydras: Callable[..., DictConfig]) -> None:
+    def __init__(
+        self,
+        composer: Composer,
+        hydras: Callable[..., DictConfig],
+        guard: Callable[[], AbstractContextManager[object]],
+    ) -> None:
         self.composer = composer
         self.hydras = hydras
+        self.guard = guard
 
     def __call__(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
         if master_config is not self.composer.master:
             return self.hydras(master_config, sweep_overrides)
-        return self.composer.check(sweep_overrides)
+        with self.guard():
+            return self.composer.check(sweep_overrides)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """The loader goes to every job's process with Hydra's context: there it has Hydra's

@@ -12,8 +12,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..outcome import DONE, FINAL, SUPERSEDED, Status
+from ..plan.naming import short_float
 from .rows import finite
 from .table import STATUS
+
+OBJECTIVE = "objective"  # the leaderboard's name for a task's bare return value
 
 
 def summary_options(config: DictConfig | Mapping[str, Any] | None) -> tuple[str, list[str]]:
@@ -31,6 +34,17 @@ def summary_options(config: DictConfig | Mapping[str, Any] | None) -> tuple[str,
             direction = direction[0] if len(direction) else None
         mode = "min" if str(direction).startswith("min") else "max"
     return str(mode), [str(c) for c in columns]
+
+
+def summary_metric(config: DictConfig | Mapping[str, Any] | None) -> str:
+    """What the objective is, for the leaderboard to name: the summary callback's `metric`
+    (hpsearch's config sets `metric: ${objective.metric}`), else `objective` (a task's bare
+    return value)."""
+    if config is None:
+        return OBJECTIVE
+    cfg = config if isinstance(config, DictConfig) else OmegaConf.create(dict(config))
+    metric = OmegaConf.select(cfg, "hydra.callbacks.summary.metric", default=None)
+    return str(metric) if metric else OBJECTIVE
 
 
 def objective(row: Mapping[str, str]) -> float | None:
@@ -60,22 +74,24 @@ def leaderboard(
     top: int = 10,
     columns: Sequence[str] = (),
     source: Path | None = None,
+    metric: str = OBJECTIVE,
 ) -> str:
     """A plain-text table of the `top` best runs (and how many more), then every pruned and
     failed job and its reason; `source`, the results.csv the rows are from, is named in the
-    first line."""
+    first line, and `metric`, what the objective is. Values read as the run dirs name them (6
+    significant digits), times (`*_s`) to a tenth of a second."""
     best = ranked(rows, mode)
     pruned = [r for r in rows if r.get(STATUS) == Status.PRUNED.value]
-    lines = [f"Leaderboard ({mode} objective): {counts(rows, source)}"]
+    lines = [f"Leaderboard ({mode} {metric}): {counts(rows, source)}"]
     if best:
-        header = ["rank", "objective", *params, *columns, "time_s", "run_dir"]
+        header = ["rank", metric, *params, *columns, "time_s", "run_dir"]
         table = [
             [
                 str(i + 1),
                 f"{objective(r):.4f}",
-                *(r.get(p, "") for p in params),
-                *(_fmt(r.get(c, "")) for c in columns),
-                _fmt(r.get("wall_time_s", ""), 1),
+                *(short_float(r.get(p, "")) for p in params),
+                *(_fmt(c, r.get(c, "")) for c in columns),
+                _fmt("wall_time_s", r.get("wall_time_s", "")),
                 r.get("run_dir", ""),
             ]
             for i, r in enumerate(best[:top])
@@ -136,9 +152,13 @@ def counts(rows: Sequence[Mapping[str, str]], source: Path | None = None) -> str
     return text
 
 
-def _fmt(value: str, digits: int = 4) -> str:
+def _fmt(column: str, value: str) -> str:
+    """A cell of `column`: a time (`*_s`) to a tenth of a second, any other value as a run
+    dir's name writes it (6 significant digits)."""
     number = finite(value)
-    return value if number is None else f"{number:.{digits}f}"
+    if number is None:
+        return value
+    return f"{number:.1f}" if column.endswith("_s") else short_float(value)
 
 
 def _align(table: list[list[str]]) -> list[str]:

@@ -32,6 +32,7 @@ from .optuna_source import Extend, OptunaSource
 from .reconcile import reconcile_storage
 from .settings import SearchSettingsError, parse_settings
 from .space import SearchSpace, SearchSpaceError, grid_of, parse_space
+from .space_keys import check_searched_keys
 from .study import open_storage, open_study
 
 log = logging.getLogger("hpsearch.sweeper")
@@ -47,6 +48,7 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     if params is None and settings.search_space is not None:
         params = params_of_search_space(settings.search_space)
     space = parse_space(params, arguments)
+    check_searched_keys(space, config)
     if not space.params and settings.custom_search_space is None:
         raise SearchSpaceError(
             "nothing to search: give a searched value on the command line or in "
