@@ -28,6 +28,7 @@ from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
 from .deprecated import params_of_search_space
 from .history import ended_count, replay_results
+from .hydra_optuna import unread_sweeper_file
 from .optuna_source import Extend, OptunaSource
 from .reconcile import reconcile_storage
 from .settings import SearchSettingsError, parse_settings
@@ -42,6 +43,9 @@ RESULTS_YAML = "optimization_results.yaml"  # the best trial, as Hydra's Optuna 
 
 def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     config = sweeper.config
+    unread = unread_sweeper_file(config)
+    if unread is not None:
+        raise SearchSettingsError(unread)
     settings = parse_settings(sweeper.params)
     params = settings.params
     if params is None and settings.search_space is not None:
@@ -108,7 +112,7 @@ def open_search(
 ) -> OptunaSource:
     """The study, made or loaded, told what earlier runs of the sweep did, as a JobSource:
     a storage holds its own record; an in-memory study is told results.csv (`replay`)."""
-    storage = open_storage(settings.storage)
+    storage = open_storage(settings.storage, sweep_dir)
     study = open_study(
         settings,
         storage,
