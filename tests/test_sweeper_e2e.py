@@ -3,6 +3,7 @@ their reports, resumed by the same command, and batched for another launcher."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 import time
@@ -303,3 +304,17 @@ def test_hpsearch_searches_and_prunes_maximising_val_accuracy(
     assert len(frame) == 4
     finished = frame[frame["status"] == "completed"]
     assert best(tmp_path)["best_value"] == pytest.approx(finished["objective"].astype(float).max())
+
+
+def test_the_first_line_says_how_many_trials_really_run_at_once(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """hydra.sweeper.n_jobs=1 beside 2 slots: one trial at a time, and the sweep says so and
+    why (it said the slots' 2)."""
+    args = ("hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=1", "sleep=0.3")
+    done = runner.run(runner.probe_sweep(marks, *SEARCH, *args, "hydra.launcher.n_jobs=2"))
+    assert done.returncode == 0, done.stdout
+    said = "1 at a time (hydra.sweeper.n_jobs=1; the slots would take 2 at a time)"
+    assert said in done.stdout, done.stdout
+    spans = sorted((r["start"], r["end"]) for r in read_records(marks))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans  # none overlapped

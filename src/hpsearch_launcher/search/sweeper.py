@@ -80,7 +80,8 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     study = source.study
     _log_plan(study, settings, source)
     if streams:
-        sweeper.launcher.stream(source, list(space.params), total=source.planned)
+        cap = None if settings.n_jobs is None else (settings.n_jobs, "hydra.sweeper.n_jobs")
+        sweeper.launcher.stream(source, list(space.params), total=source.planned, at_most=cap)
     else:
         run_batches(sweeper.launcher, source, settings.n_jobs or DEFAULT_BATCH)
     write_best(study, sweep_dir)
