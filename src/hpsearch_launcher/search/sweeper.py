@@ -27,7 +27,7 @@ from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
 from .deprecated import params_of_search_space
-from .history import ended_count, replay_results
+from .history import ended_count, replay_results, started_elsewhere
 from .hydra_optuna import unread_sweeper_file
 from .optuna_source import Extend, OptunaSource
 from .reconcile import reconcile_storage
@@ -210,6 +210,16 @@ def _log_plan(study: optuna.Study, settings: SearchSettings, source: OptunaSourc
         type(study.pruner).__name__,
         "/".join(d.name.lower() for d in study.directions),
     )
+    foreign = started_elsewhere(study) if settings.storage else 0
+    if foreign:  # a study Hydra's Optuna sweeper began: its n_trials counted one run's trials
+        log.info(
+            "hpsearch: %d of the study's trials were run by another sweeper (Hydra's Optuna "
+            "sweeper counts n_trials per run; hpsearch counts the whole study): to run %d more, "
+            "set hydra.sweeper.n_trials=%d",
+            foreign,
+            total,
+            done + total,
+        )
     if done >= total:
         log.info(
             "hpsearch: the search is complete (n_trials=%d): raise hydra.sweeper.n_trials to "
