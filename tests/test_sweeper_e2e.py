@@ -3,6 +3,7 @@ their reports, resumed by the same command, and batched for another launcher."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 import time
@@ -303,3 +304,39 @@ def test_hpsearch_searches_and_prunes_maximising_val_accuracy(
     assert len(frame) == 4
     finished = frame[frame["status"] == "completed"]
     assert best(tmp_path)["best_value"] == pytest.approx(finished["objective"].astype(float).max())
+
+
+def test_the_first_line_says_how_many_trials_really_run_at_once(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """hydra.sweeper.n_jobs=1 beside 2 slots: one trial at a time, and the sweep says so and
+    why (it said the slots' 2)."""
+    args = ("hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=1", "sleep=0.3")
+    done = runner.run(runner.probe_sweep(marks, *SEARCH, *args, "hydra.launcher.n_jobs=2"))
+    assert done.returncode == 0, done.stdout
+    said = "1 at a time (hydra.sweeper.n_jobs=1; the slots would take 2 at a time)"
+    assert said in done.stdout, done.stdout
+    spans = sorted((r["start"], r["end"]) for r in read_records(marks))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans  # none overlapped
+
+
+def test_a_study_another_sweeper_began_is_continued_as_the_sweep_says(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """A stored study holding 3 trials that Hydra's Optuna sweeper ran (no hpsearch owner):
+    n_trials=3 counts them, so nothing runs, and the sweep says so and what to set for 3 more;
+    with that, 3 more run."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=storage, study_name="theirs", direction="maximize")
+    space = {"x": optuna.distributions.IntDistribution(0, 100)}
+    for x in (1, 2, 3):
+        study.add_trial(optuna.trial.create_trial(params={"x": x}, distributions=space, value=x))
+    stored = (f"hydra.sweeper.storage={storage}", "hydra.sweeper.study_name=theirs")
+    first = runner.run(runner.probe_sweep(marks, *SEARCH, *stored, "hydra.sweeper.n_trials=3"))
+    assert first.returncode == 0, first.stdout
+    said = "3 of the study's trials were run by another sweeper"
+    assert said in first.stdout and "set hydra.sweeper.n_trials=6" in first.stdout, first.stdout
+    assert starts(marks) == []
+    more = runner.run(runner.probe_sweep(marks, *SEARCH, *stored, "hydra.sweeper.n_trials=6"))
+    assert more.returncode == 0, more.stdout
+    assert len(starts(marks)) == 3

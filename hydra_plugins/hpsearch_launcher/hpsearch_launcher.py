@@ -62,10 +62,17 @@ class HpsearchLauncher(Launcher):
         with _core.one_line_errors(self):
             return _core.launch(self, job_overrides, initial_job_idx)
 
-    def stream(self, source: Any, swept_keys: Sequence[str], total: int | None = None) -> None:
+    def stream(
+        self,
+        source: Any,
+        swept_keys: Sequence[str],
+        total: int | None = None,
+        at_most: tuple[int, str] | None = None,
+    ) -> None:
         """Run the jobs a JobSource (hpsearch_launcher.stream) gives, as slots free, until it
-        is exhausted and none runs: what an asynchronous sweeper calls instead of launch()."""
+        is exhausted and none runs: what an asynchronous sweeper calls instead of launch().
+        `at_most`: the most the source lets run at once, and the setting that says so."""
         from hpsearch_launcher import launch as _core
 
         with _core.one_line_errors(self):  # a job refused: the sweep dir as it was
-            _core.stream(self, source, swept_keys, total)
+            _core.stream(self, source, swept_keys, total, at_most)

@@ -18,6 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 from hpsearch_launcher.hydra_line import store
 from hpsearch_launcher.search.config import HpsearchSweeperConf
 from hpsearch_launcher.search.sampler_config import store_samplers
+from hpsearch_launcher.search.sweeper_target import install
+
+# Hydra's OptunaSweeper in `hydra.sweeper._target_` with hydra/sweeper=hpsearch: hpsearch runs.
+install()
 
 store(group="hydra/sweeper", name="hpsearch", node=HpsearchSweeperConf, provider="hpsearch")
 store_samplers()  # hydra/sweeper/sampler: tpe, random, ... as Hydra's Optuna sweeper has them

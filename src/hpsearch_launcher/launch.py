@@ -76,9 +76,16 @@ def launch(
     return returns
 
 
-def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: int | None) -> None:
+def stream(
+    launcher: Any,
+    source: JobSource,
+    swept_keys: Sequence[str],
+    total: int | None,
+    at_most: tuple[int, str] | None = None,
+) -> None:
     """A sweeper's stream: jobs asked from `source` whenever a slot is free, each composed
-    and checked when it is asked; every report and end goes back to it as it happens."""
+    and checked when it is asked; every report and end goes back to it as it happens.
+    `at_most`: the most jobs `source` lets run at once, and the setting that says so."""
 
     def asked(config: DictConfig, settings: LauncherSettings, recorder: Recorder) -> Feed:
         factory = JobFactory(
@@ -94,7 +101,7 @@ def stream(launcher: Any, source: JobSource, swept_keys: Sequence[str], total: i
             recorder.next_job += job.previous is None
             return job
 
-        return Feed(source, make_job, total, "jobs as they are asked")
+        return Feed(source, make_job, total, "jobs as they are asked", at_most)
 
     _sweep(launcher, asked)
 
@@ -107,6 +114,7 @@ class Feed:
     make_job: Callable[[Ask], Job]
     total: int | None
     what: str
+    at_most: tuple[int, str] | None = None  # the source's own cap on jobs at once, and why
 
 
 def _sweep(
@@ -128,7 +136,7 @@ def _sweep(
                 recorder.table.keep()
             else:
                 set_aside_earlier(recorder.table)
-        _announce(execution, feed.what, config)
+        _announce(execution, feed, config)
         sweep = Sweep(settings, execution, recorder, feed.source, feed.make_job, feed.total)
         _run(sweep, config)
     finally:
@@ -163,19 +171,20 @@ def _open(
     return execution
 
 
-def _announce(execution: Execution, what: str, config: DictConfig) -> None:
+def _announce(execution: Execution, feed: Feed, config: DictConfig) -> None:
+    """The sweep's first line: what runs where, how many at a time (the slots', or fewer where
+    the source caps them: the number that really runs, and why)."""
     if execution.packs:
         at_a_time = "as many at a time per GPU as their measured memory fits (jobs_per_gpu=auto)"
     else:
         per = "" if execution.groups == (CPU,) else " per GPU"
         at_a_time = f"{execution.slots} at a time{per}"
-    log.info(
-        "hpsearch: %s on %s, %s; sweep dir %s",
-        what,
-        execution.where,
-        at_a_time,
-        config.hydra.sweep.dir,
-    )
+    slots = None if execution.packs else execution.slots * len(execution.groups)
+    if feed.at_most is not None and (slots is None or feed.at_most[0] < slots):
+        count, setting = feed.at_most
+        at_a_time = f"{count} at a time ({setting}={count}; the slots would take {at_a_time})"
+    where, sweep_dir = execution.where, config.hydra.sweep.dir
+    log.info("hpsearch: %s on %s, %s; sweep dir %s", feed.what, where, at_a_time, sweep_dir)
 
 
 def _run(sweep: Sweep, config: DictConfig) -> None:

@@ -57,6 +57,13 @@ def ended_count(study: optuna.Study) -> int:
     return sum(not t.user_attrs.get(INTERRUPTED) for t in trials)
 
 
+def started_elsewhere(study: optuna.Study) -> int:
+    """Trials of a stored study that no hpsearch sweep asked (no OWNER): another sweeper's,
+    such as Hydra's Optuna sweeper, that began the study."""
+    trials = study.get_trials(deepcopy=False, states=ENDED)
+    return sum(OWNER not in t.user_attrs for t in trials)
+
+
 def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> None:
     """Tell a fresh in-memory study the trials of the sweep dir's results.csv."""
     table = ResultsTable.load(sweep_dir)

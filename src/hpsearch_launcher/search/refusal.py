@@ -21,6 +21,13 @@ MISSING_OPTUNA = (
     'extra (pip install -e ".[search]" in a checkout, pip install "hpsearch[search]" otherwise)'
 )
 SEARCH_PACKAGES = ("optuna", "cmaes")
+OLDEST_OPTUNA = (4, 9)
+# Hydra's own Optuna sweeper 1.3 pins optuna<3: hpsearch's sweeper cannot share its environment.
+OLD_OPTUNA = (
+    "hydra/sweeper=hpsearch needs Optuna 4.9 or later, and this environment has Optuna {} "
+    "(hydra-optuna-sweeper 1.3 pins optuna<3): run hpsearch's sweeper from an environment with "
+    'the search extra (pip install -e ".[search]"), or Hydra\'s here (hydra/sweeper=optuna)'
+)
 
 
 class SearchSettingsError(CompactHydraException):
@@ -43,8 +50,25 @@ def one_line_errors(before: SweepDirBefore | None) -> Iterator[None]:
         if err.name not in SEARCH_PACKAGES:
             raise
         refuse(MISSING_OPTUNA, err, restore)
+    except ImportError as err:
+        old = old_optuna()
+        if old is None:
+            raise
+        refuse(OLD_OPTUNA.format(old), err, restore)
     except (SearchSettingsError, SearchSpaceError) as err:
         refuse(str(err), err, restore)
+
+
+def old_optuna() -> str | None:
+    """The installed Optuna's version where it is older than hpsearch's sweeper needs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("optuna")
+    except PackageNotFoundError:
+        return None
+    numbers = tuple(int(p) for p in found.split(".")[:2] if p.isdigit())
+    return found if numbers < OLDEST_OPTUNA else None
 
 
 def sweep_dir_before(config: Any) -> SweepDirBefore | None:

@@ -13,10 +13,12 @@ from .config import SearchSettings
 from .settings import fail
 
 log = logging.getLogger("hpsearch.sweeper")
+SQLITE = "sqlite:///"
 
 
-def open_storage(url: str | None) -> optuna.storages.BaseStorage:
-    """null: in memory; a path ending in .log: Optuna's journal file; else an RDB URL."""
+def open_storage(url: str | None, sweep_dir: Path | None = None) -> optuna.storages.BaseStorage:
+    """null: in memory; a path ending in .log: Optuna's journal file; else an RDB URL. A sqlite
+    file in the sweep dir (sqlite:///${hydra.sweep.dir}/study.db) gets its folder made."""
     if url is None:
         return optuna.storages.InMemoryStorage()
     if "://" not in url:
@@ -29,6 +31,9 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
                 "storage=sqlite:///study.db",
             )
         return _journal(Path(url).expanduser())
+    folder = Path(url[len(SQLITE) :]).expanduser().parent if url.startswith(SQLITE) else None
+    if folder is not None and sweep_dir is not None and folder.is_relative_to(sweep_dir):
+        folder.mkdir(parents=True, exist_ok=True)
     try:
         return optuna.storages.RDBStorage(url)
     except Exception as err:  # SQLAlchemy's many kinds: a bad URL, a missing driver, no file

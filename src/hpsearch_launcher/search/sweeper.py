@@ -27,7 +27,8 @@ from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
 from .deprecated import params_of_search_space
-from .history import ended_count, replay_results
+from .history import ended_count, replay_results, started_elsewhere
+from .hydra_optuna import unread_sweeper_file
 from .optuna_source import Extend, OptunaSource
 from .reconcile import reconcile_storage
 from .settings import SearchSettingsError, parse_settings
@@ -43,6 +44,9 @@ RESULTS_YAML = "optimization_results.yaml"  # the best trial, as Hydra's Optuna 
 
 def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     config = sweeper.config
+    unread = unread_sweeper_file(config)
+    if unread is not None:
+        raise SearchSettingsError(unread)
     settings = parse_settings(sweeper.params)
     params = settings.params
     if params is None and settings.search_space is not None:
@@ -78,7 +82,8 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     study = source.study
     _log_plan(study, settings, source)
     if streams:
-        sweeper.launcher.stream(source, list(space.params), total=source.planned)
+        cap = None if settings.n_jobs is None else (settings.n_jobs, "hydra.sweeper.n_jobs")
+        sweeper.launcher.stream(source, list(space.params), total=source.planned, at_most=cap)
     else:
         run_batches(sweeper.launcher, source, settings.n_jobs or DEFAULT_BATCH)
     write_best(study, sweep_dir)
@@ -110,7 +115,7 @@ def open_search(
 ) -> OptunaSource:
     """The study, made or loaded, told what earlier runs of the sweep did, as a JobSource:
     a storage holds its own record; an in-memory study is told results.csv (`replay`)."""
-    storage = open_storage(settings.storage)
+    storage = open_storage(settings.storage, sweep_dir)
     study = open_study(
         settings,
         storage,
@@ -207,6 +212,16 @@ def _log_plan(study: optuna.Study, settings: SearchSettings, source: OptunaSourc
         type(study.pruner).__name__,
         "/".join(d.name.lower() for d in study.directions),
     )
+    foreign = started_elsewhere(study) if settings.storage else 0
+    if foreign:  # a study Hydra's Optuna sweeper began: its n_trials counted one run's trials
+        log.info(
+            "hpsearch: %d of the study's trials were run by another sweeper (Hydra's Optuna "
+            "sweeper counts n_trials per run; hpsearch counts the whole study): to run %d more, "
+            "set hydra.sweeper.n_trials=%d",
+            foreign,
+            total,
+            done + total,
+        )
     if done >= total:
         log.info(
             "hpsearch: the search is complete (n_trials=%d): raise hydra.sweeper.n_trials to "
