@@ -45,6 +45,36 @@ def test_directions(given: dict[str, Any], direction: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "mode", "direction"),
+    [
+        ({}, "max", ("maximize",)),  # the one place the user said it: SweepSummary's mode
+        ({}, "min", ("minimize",)),
+        ({}, None, ("minimize",)),  # said nowhere: Optuna's default
+        ({"direction": "max"}, "max", ("maximize",)),
+        ({"direction": "maximize"}, None, ("maximize",)),
+        ({"direction": ["maximize", "min"]}, "min", ("maximize", "minimize")),  # not compared
+    ],
+)
+def test_the_direction_follows_the_summary_callbacks_mode(
+    given: dict[str, Any], mode: str | None, direction: tuple[str, ...]
+) -> None:
+    assert parse_settings(given, mode).direction == direction
+
+
+@pytest.mark.parametrize(("given", "mode"), [("minimize", "max"), ("max", "min")])
+def test_a_direction_against_the_summary_callbacks_mode_is_one_line(given: str, mode: str) -> None:
+    with pytest.raises(SearchSettingsError) as err:
+        parse_settings({"direction": given}, mode)
+    other = "min" if mode == "max" else "max"
+    assert str(err.value) == (
+        f"hydra.sweeper.direction={given!r}: contradicts the SweepSummary callback's "
+        f"mode={mode} (the leaderboard would rank the other way): drop "
+        f"hydra.sweeper.direction (it follows the callback's mode), or set the callback's "
+        f"mode: {other}"
+    )
+
+
+@pytest.mark.parametrize(
     ("given", "message"),
     [
         ({"n_trials": 0}, "hydra.sweeper.n_trials=0: must be an integer >= 1 (e.g. "),
