@@ -192,6 +192,25 @@ def test_pruners(given: dict[str, Any], kind: type) -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "warmup"),
+    [
+        ({"pruner": "median"}, 1),  # Optuna's is 0: a trial judged on its first report
+        ({"pruner": "percentile", "pruner_args": {"percentile": 25}}, 1),
+        ({"pruner": "median", "pruner_args": {"n_warmup_steps": 0}}, 0),  # the user's wins
+        ({"pruner": "median", "pruner_args": {"n_startup_trials": 2}}, 1),
+        ({"pruner": "median", "patience": 2}, 1),  # inside the PatientPruner
+    ],
+)
+def test_the_median_pruners_judge_no_trial_on_its_first_report(
+    given: dict[str, Any], warmup: int
+) -> None:
+    """As the grid's prune_warmup=2 reports (test_pruning): step 0, one epoch, is noise."""
+    pruner = make_pruner(parse_settings(given))
+    pruner = getattr(pruner, "_wrapped_pruner", None) or pruner
+    assert pruner._n_warmup_steps == warmup  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
     ("given", "message"),
     [
         (
