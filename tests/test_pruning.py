@@ -65,6 +65,19 @@ def test_a_grids_median_is_of_completed_jobs_only() -> None:
     assert source.report(3, 0, 0.55) is True
 
 
+def test_by_default_a_grid_judges_no_job_on_its_first_report() -> None:
+    """prune_warmup's default, 2 reports: a job's first (step 0, one epoch) is noise, as
+    hydra.sweeper.pruner=median's default n_warmup_steps=1 has it (test_search_settings)."""
+    jobs: list = [None] * 3
+    source = BatchSource(jobs, parse_settings({"prune": "median"}))
+    for key, value in [(0, 0.5), (1, 0.7)]:
+        source.report(key, 0, value)
+        source.report(key, 1, value)
+        source.ended(key, JobEnd(None, Status.COMPLETED, 1, value, key))
+    assert source.report(2, 0, 0.1) is False
+    assert source.report(2, 1, 0.1) is True
+
+
 def test_a_grid_without_prune_prunes_nothing() -> None:
     jobs: list = [None] * 3
     source = BatchSource(jobs, parse_settings({}))  # prune: none
@@ -150,6 +163,7 @@ def test_a_grid_with_prune_median_stops_the_hopeless_jobs(
         f"step_s={step_s}",
         "hydra.launcher.n_jobs=2",
         "hydra.launcher.prune=median",
+        "hydra.launcher.prune_warmup=1",
         "hydra.launcher.prune_grace=5",
     )
     result = runner.run(args)
@@ -187,6 +201,7 @@ def test_a_pruned_job_that_ignores_the_stop_is_ended_after_the_grace(
         "step_s=0.1",
         "hydra.launcher.n_jobs=2",
         "hydra.launcher.prune=median",
+        "hydra.launcher.prune_warmup=1",
         "hydra.launcher.prune_grace=1",
     )
     result = runner.run(args, env=env)
@@ -218,6 +233,7 @@ def test_a_pruned_job_gets_sigterm_then_sigkill(
         "trap_x=1",
         "hydra.launcher.n_jobs=2",
         "hydra.launcher.prune=median",
+        "hydra.launcher.prune_warmup=1",
         "hydra.launcher.prune_grace=0.5",
         "hydra.launcher.timeout=60",
     )

@@ -536,6 +536,7 @@ def test_reports_and_pruning_work_for_ray_jobs(runner: Runner, marks: Path, tmp_
             *runner.probe_sweep(marks, "x=8,7,1", "steps=20", "step_s=0.2"),
             "hydra.launcher.backend=ray",
             "hydra.launcher.prune=median",
+            "hydra.launcher.prune_warmup=1",
             "hydra.launcher.prune_grace=1",
             "+hydra.launcher.ray.init.num_cpus=2",
         ],

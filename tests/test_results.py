@@ -196,6 +196,13 @@ def test_the_end_of_sweep_leaderboard_has_no_empty_line_before_it(
         ({"hydra": {"sweeper": {"direction": "minimize"}}}, ("min", [])),
         ({"hydra": {"sweeper": {"direction": ["minimize", "maximize"]}}}, ("min", [])),
         ({"objective": {"mode": "min"}}, ("max", [])),  # the app's own keys are not read
+        # hpsearch's sweeper, direction not set and no callback mode: it minimises, as Optuna
+        ({"hydra": {"sweeper": {"direction": None}}}, ("min", [])),
+        # the callback under another key, found by its class
+        (
+            {"hydra": {"callbacks": {"board": {"_target_": "a.SweepSummary", "mode": "min"}}}},
+            ("min", []),
+        ),
         ({}, ("max", [])),
         (None, ("max", [])),
     ],

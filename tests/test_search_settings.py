@@ -45,6 +45,36 @@ def test_directions(given: dict[str, Any], direction: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "mode", "direction"),
+    [
+        ({}, "max", ("maximize",)),  # the one place the user said it: SweepSummary's mode
+        ({}, "min", ("minimize",)),
+        ({}, None, ("minimize",)),  # said nowhere: Optuna's default
+        ({"direction": "max"}, "max", ("maximize",)),
+        ({"direction": "maximize"}, None, ("maximize",)),
+        ({"direction": ["maximize", "min"]}, "min", ("maximize", "minimize")),  # not compared
+    ],
+)
+def test_the_direction_follows_the_summary_callbacks_mode(
+    given: dict[str, Any], mode: str | None, direction: tuple[str, ...]
+) -> None:
+    assert parse_settings(given, mode).direction == direction
+
+
+@pytest.mark.parametrize(("given", "mode"), [("minimize", "max"), ("max", "min")])
+def test_a_direction_against_the_summary_callbacks_mode_is_one_line(given: str, mode: str) -> None:
+    with pytest.raises(SearchSettingsError) as err:
+        parse_settings({"direction": given}, mode)
+    other = "min" if mode == "max" else "max"
+    assert str(err.value) == (
+        f"hydra.sweeper.direction={given!r}: contradicts the SweepSummary callback's "
+        f"mode={mode} (the leaderboard would rank the other way): drop "
+        f"hydra.sweeper.direction (it follows the callback's mode), or set the callback's "
+        f"mode: {other}"
+    )
+
+
+@pytest.mark.parametrize(
     ("given", "message"),
     [
         ({"n_trials": 0}, "hydra.sweeper.n_trials=0: must be an integer >= 1 (e.g. "),
@@ -159,6 +189,25 @@ def test_gp_needs_pytorch(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_pruners(given: dict[str, Any], kind: type) -> None:
     assert type(make_pruner(parse_settings(given))) is kind
+
+
+@pytest.mark.parametrize(
+    ("given", "warmup"),
+    [
+        ({"pruner": "median"}, 1),  # Optuna's is 0: a trial judged on its first report
+        ({"pruner": "percentile", "pruner_args": {"percentile": 25}}, 1),
+        ({"pruner": "median", "pruner_args": {"n_warmup_steps": 0}}, 0),  # the user's wins
+        ({"pruner": "median", "pruner_args": {"n_startup_trials": 2}}, 1),
+        ({"pruner": "median", "patience": 2}, 1),  # inside the PatientPruner
+    ],
+)
+def test_the_median_pruners_judge_no_trial_on_its_first_report(
+    given: dict[str, Any], warmup: int
+) -> None:
+    """As the grid's prune_warmup=2 reports (test_pruning): step 0, one epoch, is noise."""
+    pruner = make_pruner(parse_settings(given))
+    pruner = getattr(pruner, "_wrapped_pruner", None) or pruner
+    assert pruner._n_warmup_steps == warmup  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

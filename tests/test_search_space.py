@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hpsearch_launcher.search.space import GRAMMAR, SearchSpaceError, parse_space
+from hpsearch_launcher.search.space import GRAMMAR, SearchSpaceError, grid_of, parse_space
 
 
 @pytest.mark.parametrize(
@@ -122,3 +122,18 @@ def test_a_bad_value_is_one_line_naming_it_and_the_grammar(
     assert message.startswith(f"{text} ({place}): {problem}")
     assert message.endswith(f"; a searched value is one of {GRAMMAR}")
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("override", "grid"),
+    [
+        # docs/search.md: range(a,b) includes b, as hydra-optuna-sweeper searches it
+        ("x=range(1,3)", [1, 2, 3]),
+        ("x=range(1,7,3)", [1, 4, 7]),
+        ("x=range(0,1,0.25)", [0.0, 0.25, 0.5, 0.75, 1.0]),
+        ("x=choice(a,b)", ["a", "b"]),
+        ("x=int(interval(2,4))", [2, 3, 4]),
+    ],
+)
+def test_the_grid_samplers_grid_keeps_each_ranges_stop(override: str, grid: list) -> None:
+    assert grid_of(parse_space(None, [override])) == {"x": grid}

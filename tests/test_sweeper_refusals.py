@@ -94,3 +94,35 @@ def test_a_key_added_with_plus_is_searched_on_purpose(
     done = runner.run(runner.probe_sweep(marks, *args))
     assert done.returncode == 0, done.stdout
     assert (tmp_path / "sweep" / "results.csv").read_text().count("\n") == 3  # header, 2 trials
+
+
+# A search in an app whose SweepSummary callback says higher is better.
+SAYS_MAX = ("hydra/sweeper=hpsearch", "x=choice(1,5)", "+hydra.callbacks.summary.mode=max")
+
+
+@pytest.mark.slow
+def test_a_search_in_any_app_follows_the_summary_callbacks_mode(
+    runner: Runner, tmp_path: Path, marks: Path
+) -> None:
+    """The app's SweepSummary says `mode: max` and hydra.sweeper.direction is not set: the
+    study maximises (it minimised, while the leaderboard ranked by max)."""
+    done = runner.run(runner.probe_sweep(marks, *SAYS_MAX, "hydra/sweeper/sampler=grid"))
+    assert done.returncode == 0, done.stdout
+    assert "GridSampler, NopPruner, maximize\n" in done.stdout, done.stdout
+    (best,) = [line for line in done.stdout.splitlines() if "hpsearch: best trial" in line]
+    assert best.endswith(": 5.0 {'x': 5}"), done.stdout
+
+
+@pytest.mark.slow
+def test_a_direction_against_the_summary_callbacks_mode_is_refused_in_any_app(
+    runner: Runner, tmp_path: Path, marks: Path
+) -> None:
+    done = runner.run(runner.probe_sweep(marks, *SAYS_MAX, "hydra.sweeper.direction=minimize"))
+    assert done.returncode == 2, done.stdout
+    assert done.stdout.strip() == (
+        "hpsearch: error: hydra.sweeper.direction='minimize': contradicts the SweepSummary "
+        "callback's mode=max (the leaderboard would rank the other way): drop "
+        "hydra.sweeper.direction (it follows the callback's mode), or set the callback's "
+        "mode: min"
+    )
+    assert left_on_disk(tmp_path) == ["marks"]

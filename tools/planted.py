@@ -339,7 +339,42 @@ FORK_SERVER = (
         FORK_TESTS,
     ),
 )
-SETS = {"issue-30": ISSUE_30, "fork": FORK_SERVER}
+# Issue 46: a third audit's survivors, and the new defaults' guards.
+ISSUE_46 = (
+    *(p for p in ISSUE_30 if p.area == "preload: last imports not told"),
+    Planted(
+        "grid: an integer range's stop dropped",
+        "search/space.py",
+        "range(dist.low, dist.high + 1, dist.step)",
+        "range(dist.low, dist.high, dist.step)",
+        ("tests/test_search_space.py::test_the_grid_samplers_grid_keeps_each_ranges_stop",),
+    ),
+    Planted(
+        "deprecated search_space: an int entry searched as floats",
+        "search/deprecated.py",
+        'kind = int if entry["type"] == "int" else float',
+        "kind = float",
+        ("tests/test_search_deprecated.py::test_each_entry_searches_its_types_values",),
+    ),
+    Planted(
+        "search: the SweepSummary callback's mode not followed",
+        "search/settings.py",
+        'DIRECTIONS.get(str(summary_mode), "minimize")',
+        '"minimize"',
+        ("tests/test_search_settings.py::test_the_direction_follows_the_summary_callbacks_mode",),
+    ),
+    Planted(
+        "search: median pruner judges the first report",
+        "search/algorithms.py",
+        "settled = PRUNER_DEFAULTS.get(settings.pruner)",
+        "settled = None",
+        (
+            "tests/test_search_settings.py::"
+            "test_the_median_pruners_judge_no_trial_on_its_first_report",
+        ),
+    ),
+)
+SETS = {"issue-30": ISSUE_30, "fork": FORK_SERVER, "issue-46": ISSUE_46}
 
 
 def copy_tree() -> Path:

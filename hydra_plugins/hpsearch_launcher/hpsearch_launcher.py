@@ -44,11 +44,16 @@ class HpsearchLauncher(Launcher):
         self.task_function = task_function
         self.hydra_context = hydra_context
         from hpsearch_launcher import launch as _core
+        from hpsearch_launcher.optuna_direction import check_optuna_direction
         from hpsearch_launcher.plan.compose import Composer
+        from hpsearch_launcher.sweep_grammar import check_basic_sweep
 
         # Hydra's sweepers set up the launcher before they make the sweep dir.
         with _core.one_line_errors():
             self.sweep_dir_before = _core.SweepDirBefore.look(config)
+        with _core.one_line_errors(self):  # the sweep dir as it was (the summary made it)
+            check_basic_sweep(config)
+            check_optuna_direction(config)
         self.composer = Composer(hydra_context.config_loader, config)
         # A job config Hydra cannot compose, found by the sweeper's check: one line, the
         # sweep dir as it was (the basic sweeper checks each batch before it launches it).

@@ -81,8 +81,9 @@ class LauncherSettings:
     prune: str = "none"
     # Which way reported values are better, for `prune`: max or min.
     prune_mode: str = "max"
-    # Steps a job reports before `prune` may stop it (early epochs are noisy).
-    prune_warmup: int = 1
+    # Steps a job reports before `prune` may judge it (early epochs are noisy): 2, its first
+    # judgement at step 1, as hydra.sweeper.pruner=median's n_warmup_steps=1.
+    prune_warmup: int = 2
     # Seconds a pruned job has to stop by itself (should_stop(), e.g. after a checkpoint)
     # before its process tree is ended (SIGTERM, then SIGKILL a second later).
     prune_grace: float = 2.0

@@ -29,9 +29,11 @@ except ImportError:
     from apps import import_effects
 
 if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
-    from hpsearch_launcher.execute import child  # but the last one, as its task returns
+    # The watcher's own module reads it (a constant set elsewhere would switch nothing off):
+    # only the last look, as the task returns, is left.
+    from hpsearch_launcher.execute import child_status
 
-    child.IMPORT_WATCH_S = 3600.0
+    child_status.IMPORT_WATCH_S = 3600.0
 
 
 def probe(cfg: DictConfig) -> float:

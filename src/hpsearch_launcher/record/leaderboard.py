@@ -26,14 +26,35 @@ def summary_options(config: DictConfig | Mapping[str, Any] | None) -> tuple[str,
     if config is None:
         return "max", []
     cfg = config if isinstance(config, DictConfig) else OmegaConf.create(dict(config))
-    mode = OmegaConf.select(cfg, "hydra.callbacks.summary.mode", default=None)
+    mode = summary_mode(cfg)
     columns = OmegaConf.select(cfg, "hydra.callbacks.summary.columns", default=None) or []
-    if mode not in ("max", "min"):
-        direction = OmegaConf.select(cfg, "hydra.sweeper.direction", default=None)
+    if mode is None:
+        # hpsearch's sweeper leaves direction null to follow the callback's mode; with none
+        # given it minimises, as Optuna does.
+        direction = OmegaConf.select(cfg, "hydra.sweeper.direction", default="max")
         if OmegaConf.is_list(direction) or isinstance(direction, list):
             direction = direction[0] if len(direction) else None
-        mode = "min" if str(direction).startswith("min") else "max"
+        mode = "min" if direction is None or str(direction).startswith("min") else "max"
     return str(mode), [str(c) for c in columns]
+
+
+SUMMARY_TARGET = "SweepSummary"  # the end-of-sweep callback's class, whatever its key
+
+
+def summary_mode(config: DictConfig) -> str | None:
+    """The SweepSummary callback's `mode` ('max' or 'min'), under `summary` or whatever key the
+    app put it in hydra.callbacks; None when it sets none."""
+    callbacks = OmegaConf.select(config, "hydra.callbacks", default=None)
+    if not OmegaConf.is_dict(callbacks):
+        return None
+    for key in callbacks:
+        target = OmegaConf.select(callbacks, f"{key}._target_", default="")
+        if key != "summary" and str(target).rsplit(".", 1)[-1] != SUMMARY_TARGET:
+            continue
+        mode = OmegaConf.select(callbacks, f"{key}.mode", default=None)
+        if mode in ("max", "min"):
+            return str(mode)
+    return None
 
 
 def summary_metric(config: DictConfig | Mapping[str, Any] | None) -> str:

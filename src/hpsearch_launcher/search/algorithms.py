@@ -63,12 +63,24 @@ def _instantiated(value: Any) -> Any:
     return value
 
 
+# hpsearch's defaults where Optuna's differ, each overridden by its own pruner_args key: the
+# median and percentile pruners judge no trial on its first report (step 0: one epoch is
+# noise), as the grid's hydra.launcher.prune_warmup=2 (reports) does.
+WARMUP_STEPS = 1
+PRUNER_DEFAULTS = {
+    "median": {"n_warmup_steps": WARMUP_STEPS},
+    "percentile": {"n_warmup_steps": WARMUP_STEPS},
+}
+
+
 def make_pruner(settings: SearchSettings) -> optuna.pruners.BasePruner:
     """The pruner; with `patience`, wrapped in Optuna's PatientPruner."""
     inner: optuna.pruners.BasePruner | None = None
     if settings.pruner != "none":
         cls = getattr(optuna.pruners, PRUNER_CLASSES[settings.pruner])
-        inner = _make(cls, dict(settings.pruner_args), "pruner_args", f"pruner={settings.pruner}")
+        settled = PRUNER_DEFAULTS.get(settings.pruner)
+        args = dict(settings.pruner_args)
+        inner = _make(cls, args, "pruner_args", f"pruner={settings.pruner}", settled)
     if settings.patience is None:
         return inner or optuna.pruners.NopPruner()
     return optuna.pruners.PatientPruner(

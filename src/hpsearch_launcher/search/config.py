@@ -26,8 +26,9 @@ class SearchSettings:
     n_trials: int = 20
     # Seconds this run may start trials for (null: no limit); the running ones then finish.
     timeout: Optional[float] = None  # noqa: UP045
-    # minimize or maximize (or min, max); a list of them for several objectives.
-    direction: Any = "minimize"
+    # minimize or maximize (or min, max); a list of them for several objectives. null: the
+    # SweepSummary callback's mode (max: maximize), else minimize (Optuna's default).
+    direction: Any = None
     # How trials are chosen: the `hydra/sweeper/sampler` group's node (tpe, random, cmaes,
     # nsgaii, grid, gp, qmc: Hydra's Optuna sweeper's), e.g. hydra.sweeper.sampler.seed=123.
     # MISSING, not null: merged after the group's node, it must not replace it.

@@ -41,9 +41,11 @@ SWEEPER = Checks("sweeper", SearchSettingsError)
 fail = SWEEPER.fail
 
 
-def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
+def parse_settings(given: Mapping[str, Any], summary_mode: str | None = None) -> SearchSettings:
     """Check hydra.sweeper's values; raise SearchSettingsError on the first bad one. The
-    direction comes back as a tuple of minimize/maximize, one per objective."""
+    direction comes back as a tuple of minimize/maximize, one per objective: when not given,
+    the SweepSummary callback's `summary_mode` (max/min), else minimize; when given against
+    it, refused."""
     known = dataclasses.asdict(SearchSettings())
     for key in given:
         check_setting_key(str(key))
@@ -60,7 +62,7 @@ def parse_settings(given: Mapping[str, Any]) -> SearchSettings:
             "must be a number in [0, 1]",
             "max_failure_rate=0.2",
         )
-    directions = _directions(s.direction)
+    directions = _directions(s.direction, summary_mode)
     sampler = _sampler(s.sampler)
     SWEEPER.choose("pruner", s.pruner, PRUNERS)
     if not isinstance(s.pruner_args, Mapping):
@@ -155,7 +157,9 @@ def _sampler(node: Any) -> SamplerChoice:
     return SamplerChoice(name, args, seed)
 
 
-def _directions(value: Any) -> tuple[str, ...]:
+def _directions(value: Any, summary_mode: str | None) -> tuple[str, ...]:
+    if value is None:  # not set: the one place the user said which way is better, if any
+        return (DIRECTIONS.get(str(summary_mode), "minimize"),)
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     bad = [v for v in items if v not in DIRECTIONS]
     if bad or not items:
@@ -165,4 +169,15 @@ def _directions(value: Any) -> tuple[str, ...]:
             "must be minimize or maximize (min, max), or a list of them, one per objective",
             "direction=maximize",
         )
-    return tuple(DIRECTIONS[v] for v in items)
+    directions = tuple(DIRECTIONS[v] for v in items)
+    wanted = DIRECTIONS.get(str(summary_mode))
+    if wanted is not None and len(directions) == 1 and directions[0] != wanted:
+        other = "min" if summary_mode == "max" else "max"
+        raise fail(
+            "direction",
+            value,
+            f"contradicts the SweepSummary callback's mode={summary_mode} (the leaderboard would "
+            f"rank the other way): drop hydra.sweeper.direction (it follows the callback's "
+            f"mode), or set the callback's mode: {other}",
+        )
+    return directions

@@ -21,7 +21,7 @@ from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from ..outcome import Status
-from ..record.leaderboard import leaderboard, summary_options
+from ..record.leaderboard import leaderboard, summary_mode, summary_options
 from ..record.table import FILENAME, ResultsTable
 from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
@@ -47,7 +47,7 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     unread = unread_sweeper_file(config)
     if unread is not None:
         raise SearchSettingsError(unread)
-    settings = parse_settings(sweeper.params)
+    settings = parse_settings(sweeper.params, summary_mode(config))
     params = settings.params
     if params is None and settings.search_space is not None:
         params = params_of_search_space(settings.search_space)
