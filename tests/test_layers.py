@@ -57,12 +57,13 @@ def test_the_search_and_the_launchers_inside_stay_apart(tmp_path: Path) -> None:
             "search/sweeper.py": "from ..execute import sweep\n",
             "execute/__init__.py": "",
             "execute/sweep.py": "",
-            "execute/local.py": "def f():\n    from ..search import space\n",
+            "execute/local/__init__.py": "",
+            "execute/local/backend.py": "def f():\n    from ...search import space\n",
             "search/space.py": "",
         },
     )
     assert import_layers.problems(package) == [
-        "execute.local imports search.space: execute must not import it",
+        "execute.local.backend imports search.space: execute must not import it",
         "search.sweeper imports execute.sweep: search must not import it",
     ]
 

@@ -32,9 +32,9 @@ from conftest import (
 
 from hpsearch_launcher import contract
 from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, Retry, retry_kind
-from hpsearch_launcher.execute.ray import gpu_fraction
-from hpsearch_launcher.execute.ray_handle import node_lost
-from hpsearch_launcher.execute.remote import node_env, sweep_dir_problem, write_mark
+from hpsearch_launcher.execute.job.remote import node_env, sweep_dir_problem, write_mark
+from hpsearch_launcher.execute.ray.driver import gpu_fraction
+from hpsearch_launcher.execute.ray.handle import node_lost
 from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
 from hpsearch_launcher.plan.slots import device_label

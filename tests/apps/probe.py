@@ -29,7 +29,7 @@ except ImportError:
     from apps import import_effects
 
 if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
-    from hpsearch_launcher.execute import child  # but the last one, as its task returns
+    from hpsearch_launcher.execute.job import child  # but the last one, as its task returns
 
     child.IMPORT_WATCH_S = 3600.0
 

@@ -1,5 +1,5 @@
 """The backends, one entry each: where its opener is, when it opens, its own settings, what it
-needs installed, whether it assigns GPUs itself. A new backend is one module under execute/, one
+needs installed, whether it assigns GPUs itself. A new backend is one folder under execute/, one
 entry here and, if it has any, its settings' parser (as plan/ray_settings.py is Ray's).
 
 Light: an opener is named by its dotted path and imported only when the sweep opens it (plan
@@ -54,10 +54,10 @@ _EXECUTE = "hpsearch_launcher.execute"
 BACKENDS: dict[str, BackendEntry] = {
     entry.name: entry
     for entry in (
-        BackendEntry("local", f"{_EXECUTE}.machine.machine_execution", opens_first=True),
+        BackendEntry("local", f"{_EXECUTE}.local.machine.machine_execution", opens_first=True),
         BackendEntry(
             "ray",
-            f"{_EXECUTE}.ray.ray_execution",
+            f"{_EXECUTE}.ray.driver.ray_execution",
             opens_first=False,
             title="Ray",
             section=Section("ray", parse_ray, "ray.address=auto"),
