@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from backend_suite import BackendSuite
 from conftest import (
     PROBE,
     Runner,
@@ -577,3 +578,15 @@ def test_each_ray_jobs_peak_gpu_memory_is_measured_on_its_node(
     table = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert list(table["gpu_peak_mb"]) == [2048, 2048]
     assert list(table["gpu_cap_mb"]) == [int(0.9 * 81920)] * 2
+
+
+class TestRayBackend(BackendSuite):
+    """The suite every backend runs (tests/backend_suite.py), on a Ray of the sweep's own,
+    started in this process by the first sweep and stopped after the last."""
+
+    backend = "ray"
+
+    @pytest.fixture(autouse=True, scope="class")
+    def ray_stopped_after(self) -> Iterator[None]:
+        yield
+        ray.shutdown()
