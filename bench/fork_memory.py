@@ -41,13 +41,13 @@ def pss_mb(pid: int) -> tuple[float, float, float]:
 
 def kind(proc: psutil.Process) -> str | None:
     cmdline = " ".join(proc.cmdline())
-    if "execute.fork_server" in cmdline:
+    if "execute.local.fork_server" in cmdline:
         parent = " ".join(proc.parent().cmdline()) if proc.parent() else ""
-        if "execute.fork_server" not in parent:
+        if "execute.local.fork_server" not in parent:
             return "fork server"
         # A job's process has a session of its own; one forked ahead waits in the server's.
         return "forked job" if os.getsid(proc.pid) == proc.pid else "forked ahead, waiting"
-    if "execute.child" in cmdline:
+    if "execute.job.child" in cmdline:
         return "spare" if "/spare-" in cmdline else "job"  # a spare keeps its name in its job
     return None
 

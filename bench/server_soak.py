@@ -46,7 +46,7 @@ def fork_server(sweep: psutil.Process) -> psutil.Process | None:
     """The sweep's fork server, if it has one now."""
     try:
         for proc in sweep.children():
-            if "execute.fork_server" in " ".join(proc.cmdline()):
+            if "execute.local.fork_server" in " ".join(proc.cmdline()):
                 return proc
     except psutil.Error:
         pass
@@ -108,7 +108,7 @@ def one_round(work: Path, first: int, jobs: int, sleep: float, rng: random.Rando
     out, _ = sweep.communicate(timeout=600)
     thread.join()
     for proc in psutil.Process().children(recursive=True):  # a server stopped for good is gone
-        if "execute.fork_server" in " ".join(proc.cmdline()):
+        if "execute.local.fork_server" in " ".join(proc.cmdline()):
             proc.resume()
     time.sleep(1.0)
     left = tagged(tag)

@@ -27,7 +27,8 @@ from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig
 
 from hpsearch.app import CONFIG_DIR
-from hpsearch_launcher.execute import child, fork_server
+from hpsearch_launcher.execute.job import child
+from hpsearch_launcher.execute.local import fork_server
 from hpsearch_launcher.hydra_line import HAS_EXECUTION_WHITELIST
 
 # Hydra's plugin scan, before any test snapshots Hydra's global state (hydra_restore_singletons):
@@ -66,7 +67,7 @@ def simulated_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
 def measure_cold_start_s() -> float:
     """What a fresh job process costs on this machine now, before its task's first line: a
     new interpreter importing what a job's process imports (best of 2)."""
-    imports = "import hydra, omegaconf, psutil, cloudpickle, hpsearch_launcher.execute.child"
+    imports = "import hydra, omegaconf, psutil, cloudpickle, hpsearch_launcher.execute.job.child"
     times = []
     for _ in range(2):
         began = time.monotonic()

@@ -4,18 +4,15 @@ installed, whether it assigns GPUs; and the launcher's settings read from it, no
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import subprocess
 import sys
-import typing
 from dataclasses import fields, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
+from backend_suite import BackendSuite, assert_shared_signature
 
 from hpsearch_launcher.config import LauncherSettings
-from hpsearch_launcher.execute.backend import Execution
 from hpsearch_launcher.plan.backends import BACKENDS, SECTIONS, BackendEntry
 from hpsearch_launcher.plan.settings import (
     LauncherSettingsError,
@@ -32,17 +29,10 @@ RAY_MISSING = (
 
 @pytest.mark.parametrize("entry", BACKENDS.values(), ids=list(BACKENDS))
 def test_every_opener_resolves_to_a_callable_with_the_shared_signature(entry: BackendEntry) -> None:
+    """The table's own backends: each in its folder under execute/ (its opener module there)."""
     opener = entry.resolve()
-    assert callable(opener)
-    assert opener.__module__.startswith("hpsearch_launcher.execute."), entry.opener
-    assert list(inspect.signature(opener).parameters) == ["settings", "task", "sweep_dir"]
-    hints = typing.get_type_hints(opener)
-    assert [hints["settings"], hints["task"], hints["sweep_dir"]] == [
-        LauncherSettings,
-        bytes,
-        Path,
-    ]
-    assert issubclass(hints["return"], Execution)
+    assert opener.__module__.startswith(f"hpsearch_launcher.execute.{entry.name}."), entry.opener
+    assert_shared_signature(opener)
 
 
 def test_the_table_names_each_backend_once_and_says_when_it_opens() -> None:
@@ -154,3 +144,9 @@ def test_reading_the_settings_imports_no_backend() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class TestLocalBackend(BackendSuite):
+    """The suite every backend runs (tests/backend_suite.py), on the local backend."""
+
+    backend = "local"

@@ -102,7 +102,7 @@ def test_a_returned_task_has_its_end_written_before_the_watchdog_may_end_it(
 ) -> None:
     """The end is written as the task returns (before Hydra's on_job_end callbacks), holding
     the lock the parent watchdog takes before it ends an orphaned job."""
-    from hpsearch_launcher.execute import child
+    from hpsearch_launcher.execute.job import child
 
     held = []
     real = child.write_json_atomic

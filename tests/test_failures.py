@@ -13,12 +13,12 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch_launcher.execute.backend import last_error_line
-from hpsearch_launcher.execute.child import result_bytes
 from hpsearch_launcher.execute.failures import Retry, alone_words, is_out_of_memory, retry_kind
-from hpsearch_launcher.execute.fork_child import FAILED_BEFORE_TASK, failed_before_task
-from hpsearch_launcher.execute.task_error import picklable_error
-from hpsearch_launcher.execute.wire import Ticket
+from hpsearch_launcher.execute.job.child import result_bytes
+from hpsearch_launcher.execute.job.task_error import picklable_error
+from hpsearch_launcher.execute.job.wire import Ticket
+from hpsearch_launcher.execute.local.fork_child import FAILED_BEFORE_TASK, failed_before_task
+from hpsearch_launcher.execute.log_tail import last_error_line
 from hpsearch_launcher.outcome import Ending, Outcome, TaskEnd, TaskResult
 from hpsearch_launcher.plan.settings import parse_settings
 
@@ -98,7 +98,7 @@ def test_the_last_error_line_is_the_jobs_own() -> None:
 
 
 def test_a_result_reads_back_as_written_and_nothing_else_passes_for_one() -> None:
-    """What a job's process hands back (execute.child.result_bytes) is read by both backends
+    """What a job's process hands back (execute.job.child.result_bytes) is read by both backends
     through TaskResult.from_bytes: an unpicklable return value comes back described, and a
     file that holds anything but a TaskResult is refused by name."""
     ret = JobReturn(status=JobStatus.COMPLETED, _return_value=0.5)

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from hpsearch_launcher.execute.fork_server import fork_unsafe
+from hpsearch_launcher.execute.local.fork_server import fork_unsafe
 
 
 def test_fork_is_refused_once_a_thread_of_the_tasks_own_runs() -> None:

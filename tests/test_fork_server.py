@@ -37,11 +37,11 @@ from conftest import (
     wait_until,
 )
 
-from hpsearch_launcher.execute import forked as forked_module
-from hpsearch_launcher.execute.fork_child import apply_env
-from hpsearch_launcher.execute.forked import ForkRefused, ForkServer
-from hpsearch_launcher.execute.spare import Spare
-from hpsearch_launcher.execute.wire import MESSAGE_MAX
+from hpsearch_launcher.execute.job.wire import MESSAGE_MAX
+from hpsearch_launcher.execute.local import fork_client as forked_module
+from hpsearch_launcher.execute.local.fork_child import apply_env
+from hpsearch_launcher.execute.local.fork_client import ForkRefused, ForkServer
+from hpsearch_launcher.execute.local.spare import Spare
 
 FORK = "hydra.launcher.warm_start=fork"
 PRELOAD = "hydra.launcher.preload=[preload_marker]"

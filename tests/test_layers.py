@@ -57,13 +57,47 @@ def test_the_search_and_the_launchers_inside_stay_apart(tmp_path: Path) -> None:
             "search/sweeper.py": "from ..execute import sweep\n",
             "execute/__init__.py": "",
             "execute/sweep.py": "",
-            "execute/local.py": "def f():\n    from ..search import space\n",
+            "execute/local/__init__.py": "",
+            "execute/local/backend.py": "def f():\n    from ...search import space\n",
             "search/space.py": "",
         },
     )
     assert import_layers.problems(package) == [
-        "execute.local imports search.space: execute must not import it",
+        "execute.local.backend imports search.space: execute must not import it",
         "search.sweeper imports execute.sweep: search must not import it",
+    ]
+
+
+def test_execute_keeps_the_job_side_and_each_backend_apart(tmp_path: Path) -> None:
+    """execute/job imports nothing else of execute; a backend's folder (any but job, a new one
+    too) imports no other backend's; the loop imports no backend. Both import the seam and the
+    job's side."""
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "execute/__init__.py": "",
+            "execute/backend.py": "from .job import wire\n",
+            "execute/sweep.py": "def f():\n    from .local import machine\n",
+            "execute/job/__init__.py": "",
+            "execute/job/wire.py": "",
+            "execute/job/child.py": "from ..backend import JobSpec\nfrom . import wire\n",
+            "execute/local/__init__.py": "",
+            "execute/local/machine.py": "from ..backend import Execution\nfrom ..job import wire\n",
+            "execute/ray/__init__.py": "",
+            "execute/ray/handle.py": "from ..local.machine import x\n",
+            "execute/slurm/__init__.py": "",
+            "execute/slurm/driver.py": "import hpsearch_launcher.execute.ray.handle\n",
+        },
+    )
+    assert import_layers.problems(package) == [
+        "execute.job.child imports execute.backend: execute/job imports nothing else of execute",
+        "execute.ray.handle imports execute.local.machine: "
+        "execute/ray does not import another backend (execute/local)",
+        "execute.slurm.driver imports execute.ray.handle: "
+        "execute/slurm does not import another backend (execute/ray)",
+        "execute.sweep imports execute.local.machine: "
+        "the loop (execute's own modules) does not import a backend (execute/local)",
     ]
 
 

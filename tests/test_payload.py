@@ -13,7 +13,7 @@ import cloudpickle
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch_launcher.execute.backend import config_payload, task_payload
+from hpsearch_launcher.execute.payload import config_payload, task_payload
 
 
 @dataclass

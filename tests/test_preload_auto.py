@@ -15,9 +15,9 @@ from apps.probe import probe
 from conftest import PROBE, REPO, Runner, processes_tagged, read_records, roles
 
 from hpsearch_launcher.execute.backend import env_key
-from hpsearch_launcher.execute.local import LocalBackend
-from hpsearch_launcher.execute.spare import StatusReader
-from hpsearch_launcher.execute.wire import parse_status
+from hpsearch_launcher.execute.job.wire import parse_status
+from hpsearch_launcher.execute.local.backend import LocalBackend
+from hpsearch_launcher.execute.local.spare import StatusReader
 from hpsearch_launcher.plan.settings import WARM_STARTS
 
 pytestmark = pytest.mark.slow

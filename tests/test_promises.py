@@ -14,8 +14,8 @@ import pytest
 from conftest import Runner
 
 from hpsearch_launcher.execute.backend import env_key
-from hpsearch_launcher.execute.local import LocalBackend
-from hpsearch_launcher.execute.spare import StatusReader
+from hpsearch_launcher.execute.local.backend import LocalBackend
+from hpsearch_launcher.execute.local.spare import StatusReader
 
 
 class SpareStandIn:
@@ -91,7 +91,7 @@ ORPHAN_GONE_WITHIN_S = 2.5
 
 WATCHED_CHILD = """
 import os, time
-from hpsearch_launcher.execute.child import start_parent_watchdog
+from hpsearch_launcher.execute.job.child import start_parent_watchdog
 start_parent_watchdog(os.getppid())
 print("watching", flush=True)
 time.sleep(600)

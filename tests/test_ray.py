@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
+from backend_suite import BackendSuite
 from conftest import (
     PROBE,
     Runner,
@@ -32,9 +33,9 @@ from conftest import (
 
 from hpsearch_launcher import contract
 from hpsearch_launcher.execute.failures import MAX_LOST_RETRIES, Retry, retry_kind
-from hpsearch_launcher.execute.ray import gpu_fraction
-from hpsearch_launcher.execute.ray_handle import node_lost
-from hpsearch_launcher.execute.remote import node_env, sweep_dir_problem, write_mark
+from hpsearch_launcher.execute.job.remote import node_env, sweep_dir_problem, write_mark
+from hpsearch_launcher.execute.ray.driver import gpu_fraction
+from hpsearch_launcher.execute.ray.handle import node_lost
 from hpsearch_launcher.outcome import Ending, Outcome
 from hpsearch_launcher.plan.settings import parse_settings
 from hpsearch_launcher.plan.slots import device_label
@@ -578,3 +579,15 @@ def test_each_ray_jobs_peak_gpu_memory_is_measured_on_its_node(
     table = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert list(table["gpu_peak_mb"]) == [2048, 2048]
     assert list(table["gpu_cap_mb"]) == [int(0.9 * 81920)] * 2
+
+
+class TestRayBackend(BackendSuite):
+    """The suite every backend runs (tests/backend_suite.py), on a Ray of the sweep's own,
+    started in this process by the first sweep and stopped after the last."""
+
+    backend = "ray"
+
+    @pytest.fixture(autouse=True, scope="class")
+    def ray_stopped_after(self) -> Iterator[None]:
+        yield
+        ray.shutdown()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hpsearch_launcher.execute.remote import MARK
+from hpsearch_launcher.execute.job.remote import MARK
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch_launcher.execute.scratch import LOCK, Scratch
+from hpsearch_launcher.execute.local.scratch import LOCK, Scratch
 
 # A process that makes a scratch dir, prints its path, and lives until killed.
 HOLDER = (
-    "import sys, time; from hpsearch_launcher.execute.scratch import Scratch; "
+    "import sys, time; from hpsearch_launcher.execute.local.scratch import Scratch; "
     "print(Scratch().path, flush=True); time.sleep(600)"
 )
 

@@ -19,8 +19,8 @@ import pytest
 from conftest import Runner, processes_tagged, role, wait_for, wait_until
 from test_fork_server import NOT_FORKING, start_fork_sweep
 
-from hpsearch_launcher.execute import forked_process
-from hpsearch_launcher.execute.forked_process import ForkedProcess
+from hpsearch_launcher.execute.local import forked_process
+from hpsearch_launcher.execute.local.forked_process import ForkedProcess
 
 PATHS = ["hydra.launcher.warm_start=fork", "hydra.launcher.warm_start=spawn"]
 TWO_CPU_SLOTS = ("hydra.launcher.gpus=[]", "hydra.launcher.n_jobs=2")

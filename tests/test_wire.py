@@ -1,4 +1,4 @@
-"""execute.wire: the messages between the sweep and a job's process, written and read back, and
+"""execute.job.wire: the messages between the sweep and a job's process, written and read back, and
 what is not one of them refused with what was read."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from hpsearch_launcher.execute.wire import (
+from hpsearch_launcher.execute.job.wire import (
     Ahead,
     Exited,
     Fork,

@@ -6,6 +6,9 @@ Layers, lowest first: the neutral modules (config, contract, nvml, atomic, outco
 ...) import none
 of the others; plan imports neither execute nor record; record does not import execute; the
 sweeper's search imports neither execute nor launch, and plan, record, execute do not import it.
+Inside execute: execute/job (what runs in a job's process, on any backend) imports nothing else
+of execute; each backend's folder (execute/local, execute/ray, any other but job) imports no
+other backend's; the loop (execute's own modules) imports no backend's folder.
 Every import counts, a lazy one inside a function too. Prints each problem; exit status 1 if any.
 """
 
@@ -42,6 +45,35 @@ FORBIDDEN = {
     "search": {"execute", "launch"},
     "execute": {"search"},
 }
+
+
+# execute's folder that runs inside a job's process, whatever the backend; every other folder
+# under execute is a backend's.
+JOB_FOLDER = "job"
+
+
+def execute_folder(name: str, packages: set[str]) -> str | None:
+    """The folder under execute that module `name` is in ("" for execute's own modules, the
+    loop); None outside execute."""
+    parts = name.split(".")
+    if parts[0] != "execute":
+        return None
+    inside = parts[1:] if name in packages else parts[1:-1]
+    return inside[0] if inside else ""
+
+
+def execute_problem(name: str, target: str, packages: set[str]) -> str | None:
+    """Why `name` must not import `target` by execute's inner rules; None if it may."""
+    here, there = execute_folder(name, packages), execute_folder(target, packages)
+    if here is None or there is None or here == there:
+        return None
+    if here == JOB_FOLDER:
+        return "execute/job imports nothing else of execute"
+    if there in ("", JOB_FOLDER):
+        return None  # a backend uses the seam and the job's side
+    if here == "":
+        return f"the loop (execute's own modules) does not import a backend (execute/{there})"
+    return f"execute/{here} does not import another backend (execute/{there})"
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -124,12 +156,16 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def problems(package: Path) -> list[str]:
     edges = graph(package)
+    packages = {name for name, path in modules(package).items() if path.name == "__init__.py"}
     found = [f"import circle: {' -> '.join(group)}" for group in circles(edges)]
     for name, targets in sorted(edges.items()):
         part = name.split(".")[0]
         for target in sorted(targets):
             if target.split(".")[0] in FORBIDDEN.get(part, set()):
                 found.append(f"{name} imports {target}: {part} must not import it")
+            inner = execute_problem(name, target, packages)
+            if inner is not None:
+                found.append(f"{name} imports {target}: {inner}")
     return found
 
 

@@ -21,7 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from .batch import BatchSource
 from .disk_errors import CannotWrite, cannot_write
-from .execute.backend import Execution, task_payload
+from .execute.backend import Execution
+from .execute.payload import task_payload
 from .execute.sweep import Sweep
 from .one_line import refuse
 from .output_dir import OutputDirError

@@ -36,7 +36,8 @@ class TaskResult:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TaskResult:
-        """A result as execute.child's `result_bytes` pickled it; TypeError for anything else."""
+        """A result as execute.job.child's `result_bytes` pickled it; TypeError for anything
+        else."""
         import cloudpickle  # not at import: the plugin scan imports this module
 
         result = cloudpickle.loads(data)
@@ -110,7 +111,7 @@ class Outcome:
     last_error: str = ""  # the last error line the job printed, when it returned nothing
     placement: str = ""  # where it ran, when the backend chose (Ray: "0@10.0.0.5/3f2a9c1b")
     # The processes it left running when its process ended, each as a log line names it: they
-    # were ended with it (execute.leftovers). None: its backend does not look (Ray).
+    # were ended with it (execute.local.leftovers). None: its backend does not look (Ray).
     leftovers: tuple[str, ...] | None = None
     # KILLED by SIGKILL: whether the kernel's OOM killer killed a process meanwhile (its
     # oom_kill count rose while the job ran); None: it cannot say.

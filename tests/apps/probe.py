@@ -31,7 +31,7 @@ except ImportError:
 if os.environ.get("PROBE_IMPORT_WATCH_OFF"):  # in a job's process: no look at its imports
     # The watcher's own module reads it (a constant set elsewhere would switch nothing off):
     # only the last look, as the task returns, is left.
-    from hpsearch_launcher.execute import child_status
+    from hpsearch_launcher.execute.job import child_status
 
     child_status.IMPORT_WATCH_S = 3600.0
 

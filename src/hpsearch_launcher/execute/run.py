@@ -20,8 +20,9 @@ from ..record.adopt import read_end
 from ..record.attempt import Attempt
 from ..record.recorder import make_return
 from ..record.reports import ReportReader
-from .backend import JobHandle, JobSpec, config_payload
+from .backend import JobHandle, JobSpec
 from .failures import Retry, alone_words, is_out_of_memory, retry_kind
+from .payload import config_payload
 
 log = logging.getLogger("hpsearch.launcher")
 

@@ -1,6 +1,7 @@
 """The backends, one entry each: where its opener is, when it opens, its own settings, what it
-needs installed, whether it assigns GPUs itself. A new backend is one module under execute/, one
-entry here and, if it has any, its settings' parser (as plan/ray_settings.py is Ray's).
+needs installed, whether it assigns GPUs itself. A new backend is one folder under execute/, one
+entry here and, if it has any, its settings' parser (as plan/ray_settings.py is Ray's); a backend
+kept outside the package (a plugin's, a test's) adds its entry with `register`.
 
 Light: an opener is named by its dotted path and imported only when the sweep opens it (plan
 must not import execute, and the local backend must not pay for Ray's imports)."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,10 @@ _EXECUTE = "hpsearch_launcher.execute"
 BACKENDS: dict[str, BackendEntry] = {
     entry.name: entry
     for entry in (
-        BackendEntry("local", f"{_EXECUTE}.machine.machine_execution", opens_first=True),
+        BackendEntry("local", f"{_EXECUTE}.local.machine.machine_execution", opens_first=True),
         BackendEntry(
             "ray",
-            f"{_EXECUTE}.ray.ray_execution",
+            f"{_EXECUTE}.ray.driver.ray_execution",
             opens_first=False,
             title="Ray",
             section=Section("ray", parse_ray, "ray.address=auto"),
@@ -68,3 +69,24 @@ BACKENDS: dict[str, BackendEntry] = {
     )
 }
 SECTIONS = {e.section.name: e.section for e in BACKENDS.values() if e.section is not None}
+
+
+def register(entry: BackendEntry) -> None:
+    """Add a backend to the table (one kept outside this package: a plugin's, a test's), by a
+    name not taken; its section, if any, must be a setting LauncherSettings declares."""
+    if entry.name in BACKENDS:
+        raise ValueError(f"backend {entry.name!r} is in the table already")
+    if entry.section is not None:
+        if entry.section.name not in {f.name for f in fields(LauncherSettings)}:
+            raise ValueError(
+                f"backend {entry.name!r}: LauncherSettings has no {entry.section.name!r} setting"
+            )
+        SECTIONS[entry.section.name] = entry.section
+    BACKENDS[entry.name] = entry
+
+
+def unregister(name: str) -> None:
+    """Take a backend `register` added out of the table again."""
+    entry = BACKENDS.pop(name)
+    if entry.section is not None:
+        SECTIONS.pop(entry.section.name, None)

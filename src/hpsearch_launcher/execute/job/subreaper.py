@@ -1,5 +1,5 @@
-"""`PR_SET_CHILD_SUBREAPER`, for both sides (execute.leftovers: why), and a process's descendants
-as /proc lists them. Light: ctypes and the standard library alone."""
+"""`PR_SET_CHILD_SUBREAPER`, for both sides (execute.local.leftovers: why), and a process's
+descendants as /proc lists them. Light: ctypes and the standard library alone."""
 
 from __future__ import annotations
 

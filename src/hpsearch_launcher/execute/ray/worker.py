@@ -12,16 +12,16 @@ from typing import Any
 
 import cloudpickle
 
-from .. import contract, nvml
-from ..outcome import TaskEnd, TaskResult
-from .remote import PeakMeter, node_env, sweep_dir_problem
-from .wire import Ticket
+from ... import contract, nvml
+from ...outcome import TaskEnd, TaskResult
+from ..job.remote import PeakMeter, node_env, sweep_dir_problem
+from ..job.wire import Ticket
 
 
 def run_on_node(
     task: bytes, ticket: Mapping[str, Any], env: Mapping[str, str], mark: tuple[str, str]
 ) -> tuple[str, bytes]:
-    """Run one job here, its `ticket` execute.wire's `Ticket` as a dict; return (where it ran,
+    """Run one job here, its `ticket` execute.job.wire's `Ticket` as a dict; return (where it ran,
     its result pickled as the local backend's).
 
     The environment goes in before the task is unpickled (which imports the app's modules,
@@ -41,7 +41,7 @@ def run_on_node(
     Path(job.started).write_text(where)
     os.environ.update(node_env(env, gpus, nvml.nvml_total_mb))
     sys.path[:0] = [p for p in job.sys_path if p not in sys.path]
-    from .child import redirect, result_bytes, run_task, start_parent_watchdog
+    from ..job.child import redirect, result_bytes, run_task, start_parent_watchdog
 
     if os.getpgid(0) == os.getpid():  # Ray makes each worker its own group's leader
         # Its parent is the raylet, and the sweep's own Ray ends with the sweep (SIGKILL too):

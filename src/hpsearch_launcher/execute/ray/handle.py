@@ -11,9 +11,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from ..outcome import Ending, Outcome, TaskResult, outcome_of
-from .backend import JobSpec, last_error_line
-from .job_process import file_tail
+from ...outcome import Ending, Outcome, TaskResult, outcome_of
+from ..backend import JobSpec
+from ..log_tail import file_tail, last_error_line
 
 
 class RayHandle:

@@ -1,11 +1,13 @@
-"""The fork server as the sweep sees it (`warm_start: fork`; its own side: execute.fork_server):
-a spawned process, watched as a spare is, that forks each job's process on request.
+"""The fork server as the sweep sees it (`warm_start: fork`; its own side:
+execute.local.fork_server): a spawned process, watched as a spare is, that forks each job's
+process on request.
 
 A forked process is not the sweep's child: the server reaps it and tells its exit status, and
-`ForkedProcess` (execute.forked_process) stands in for the `subprocess.Popen` a spawned job has.
+`ForkedProcess` (execute.local.forked_process) stands in for the `subprocess.Popen` a spawned
+job has.
 No job depends on the server's health: the sweep sees each job's end itself (a pidfd), and if
 the server dies, is stopped or hangs, its jobs go on, adopted by the sweep (their subreaper),
-which reaps them; the sweep falls back to spawning (execute.forking)."""
+which reaps them; the sweep falls back to spawning (execute.local.fork_policy)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from .forked_process import ENDED_POLL_S, ForkedProcess, is_stopped
-from .spare import Spare
-from .wire import (
+from ..job.wire import (
     MESSAGE_MAX,
     Ahead,
     Control,
@@ -36,6 +36,8 @@ from .wire import (
     decode,
     encode,
 )
+from .forked_process import ENDED_POLL_S, ForkedProcess, is_stopped
+from .spare import Spare
 
 log = logging.getLogger("hpsearch.launcher")
 # A fork answered later than this (s) means a server that no longer serves.
@@ -64,7 +66,8 @@ class ForkServer:
         self.spare = spare
         self.control = control
         self.env = dict(env)  # the environment it was spawned with (its first slot's)
-        # Told each job's pid as it is forked: the sweep waits for it itself (execute.leftovers).
+        # Told each job's pid as it is forked: the sweep waits for it itself
+        # (execute.local.leftovers).
         self._adopt = adopt
         self._unreaped = unreaped  # told of a job's exit the server did not reap in time
         self.threads: int | None = None  # its native threads, as it last said

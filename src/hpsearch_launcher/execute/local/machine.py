@@ -9,12 +9,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import nvml
-from ..nvml import GpuMemory
-from ..plan.settings import LauncherSettings, cpu_count
-from ..plan.slots import CPU, gpu_settings_unused, slots_per_device, sweep_devices
-from .backend import Execution
-from .local import LocalBackend
+from ... import nvml
+from ...nvml import GpuMemory
+from ...plan.settings import LauncherSettings, cpu_count
+from ...plan.slots import CPU, gpu_settings_unused, slots_per_device, sweep_devices
+from ..backend import Execution
+from .backend import LocalBackend
 
 log = logging.getLogger("hpsearch.launcher")
 

@@ -3,7 +3,7 @@ environment fixed (the only moment CUDA, TensorFlow, JAX and PyTorch read it), u
 
 Warm start: a *spare* is such a process made ahead of need, for one environment (one slot's:
 its GPU, memory cap, threads), that has already imported Python, Hydra, the task's module and
-the `preload` modules (`auto`: those the jobs were seen to import, execute.spare), and waits,
+the `preload` modules (`auto`: those the jobs were seen to import, execute.local.spare), and waits,
 touching no GPU, for its one job. A job whose environment matches a spare's is handed to it and
 starts at once; any other job (an out-of-memory retry with the whole GPU) gets a cold process.
 A spare that dies while waiting is dropped, never handed a job; one stuck importing a module
@@ -26,16 +26,17 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from .backend import JobHandle, JobSpec, Wanted, env_key, sweep_sys_path
-from .child import BOOT
+from ..backend import JobHandle, JobSpec, Wanted, env_key
+from ..job.child import BOOT
+from ..job.wire import job_line
+from ..payload import sweep_sys_path
+from .fork_policy import Forking
 from .fork_server import BOOT as SERVER_BOOT
-from .forking import Forking
 from .job_process import LocalHandle, end_trees, hand_over, signal_tree
 from .leftovers import Leftovers
 from .scratch import Scratch
 from .spare import Preloads, StatusReader
 from .spare_pool import SparePool
-from .wire import job_line
 
 
 class LocalBackend:
@@ -51,7 +52,7 @@ class LocalBackend:
         holds_gpu: Callable[[int], bool] = lambda pid: False,
         keep_daemons: bool = False,
     ) -> None:
-        # The sweep adopts what jobs leave behind, to end it (execute.leftovers).
+        # The sweep adopts what jobs leave behind, to end it (execute.local.leftovers).
         self.leftovers = Leftovers(keep=keep_daemons)
         self.scratch = Scratch()  # removes the scratch dirs of sweeps that were killed
         self.dir = self.scratch.path

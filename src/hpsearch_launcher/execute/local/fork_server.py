@@ -3,16 +3,16 @@ jobs need and forks each job's process from itself.
 
     python -c BOOT SYS_PATH_JSON TASK_FILE EARLY_LOG PRELOAD_JSON STATUS_FD CONTROL_FD
 
-It is spawned as a spare is (execute.child: its own session, its output in EARLY_LOG), unpickles
+It is spawned as a spare is (execute.job.child: its own session, its output in EARLY_LOG), unpickles
 the task (importing its module), imports the PRELOAD modules, and says on STATUS_FD what a spare
 says (`preloading`, `preloaded`, `failed`, `ready`). It never runs a job, an op or a device call.
-Then it serves messages on CONTROL_FD, a SOCK_SEQPACKET socket to the sweep (execute.wire's
+Then it serves messages on CONTROL_FD, a SOCK_SEQPACKET socket to the sweep (execute.job.wire's
 control messages): `More` (import these too), `Ahead` (keep this many processes forked ahead),
 `Fork` (with one fd passed: the job's status pipe), answered `Forked`, or `Refused` when forking
 is no longer safe (fork_unsafe); and it tells `Exited` of each job's process it reaped.
 
 A job's process is one forked ahead, waiting, handed the job; else one forked for it then
-(execute.fork_child). Either sheds what is the server's (its control socket, its status pipe,
+(execute.local.fork_child). Either sheds what is the server's (its control socket, its status pipe,
 its stdin) and has a watchdog that ends it if the server (so the sweep) dies; one forked ahead
 has done that, and its fork, while the slots were busy: a freed slot's job starts that much
 sooner. A process forked ahead waits in the server's process group (ended with it), and is
@@ -35,11 +35,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
-from .child import discover_hydra_plugins, redirect
-from .child import start_parent_watchdog as start_watchdog
-from .child_status import Status, preload_modules
-from .fork_child import FAILED_BEFORE_TASK, become_job, failed_before_task, wait_for_job
-from .wire import (
+from ..job.child import discover_hydra_plugins, redirect
+from ..job.child import start_parent_watchdog as start_watchdog
+from ..job.child_status import Status, preload_modules
+from ..job.wire import (
     MESSAGE_MAX,
     Ahead,
     Control,
@@ -53,10 +52,11 @@ from .wire import (
     decode,
     encode,
 )
+from .fork_child import FAILED_BEFORE_TASK, become_job, failed_before_task, wait_for_job
 
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from hpsearch_launcher.execute.fork_server import main; "
+    "from hpsearch_launcher.execute.local.fork_server import main; "
     "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))"
 )
 REAP_POLL_S = 0.02  # while it imports, how often the server looks for children that ended
@@ -275,7 +275,7 @@ class Server:
         os.close(null)
         os.close(self.status.fd)  # the server's status pipe is not the job's
         # It ends with the sweep: its parent is the server (which ends with the sweep), or,
-        # once the server is gone, the sweep itself, its subreaper (execute.leftovers).
+        # once the server is gone, the sweep itself, its subreaper (execute.local.leftovers).
         start_watchdog(os.getppid(), self.sweep)
 
 

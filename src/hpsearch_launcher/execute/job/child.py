@@ -6,13 +6,13 @@ Order matters. The process (already its own session, so Ctrl-C reaches only the 
 then ends the jobs in order) starts the watchdog that ends it if the sweep dies, points file
 descriptors 1 and 2 at EARLY_LOG, and only then unpickles the task (which imports its module),
 so even import-time output is kept, and imports the PRELOAD modules (a warm spare's: e.g.
-TensorFlow; it touches no GPU). Then it reads lines from stdin (execute.wire): more modules to
+TensorFlow; it touches no GPU). Then it reads lines from stdin (execute.job.wire): more modules to
 import ahead (learned while it waited), or the path of its job file (a `Ticket`): at once for
 a cold process, when its slot frees for a spare (an empty line ends a spare that got no job).
 It points fd 1 and 2 at the job's own log files (EARLY_LOG's content goes first into the
 job's stderr.log), runs the job with Hydra's `run_job`, writes the outcome to the result file
 atomically and exits. One process, one job. On STATUS_FD (a pipe to the sweep) it says what
-execute.child_status sends.
+execute.job.child_status sends.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..atomic import write_json_atomic
-from ..contract import END_FILE, REPORTS, REPORTS_FILE
-from ..outcome import PackedJobReturn, TaskEnd, TaskResult
-from ..text import short_repr
+from ...atomic import write_json_atomic
+from ...contract import END_FILE, REPORTS, REPORTS_FILE
+from ...outcome import PackedJobReturn, TaskEnd, TaskResult
+from ...text import short_repr
 from .child_status import ImportWatch, Status, preload_modules
 from .subreaper import become_subreaper, descendants
 from .task_error import RaisedPastHydra, described, picklable_error, print_error
@@ -44,14 +44,14 @@ _ENDING = threading.Lock()
 # Run by `python -c`: puts the sweep's sys.path in place before anything else is imported.
 BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from hpsearch_launcher.execute.child import main; "
+    "from hpsearch_launcher.execute.job.child import main; "
     "main(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]))"
 )
 
 
 def main(task_file: str, early_log: str, preload: list[str], status_fd: int = -1) -> None:
     start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
-    become_subreaper()  # what it starts stays in its tree (execute.leftovers)
+    become_subreaper()  # what it starts stays in its tree (execute.local.leftovers)
     redirect(early_log, early_log)
     status = Status(status_fd)
     import cloudpickle

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .child import run_job_file
-from .child_status import Status
-from .subreaper import become_subreaper
-from .wire import MESSAGE_MAX, Fork, Said, StatusLine, Ticket, WireError, decode
+from ..job.child import run_job_file
+from ..job.child_status import Status
+from ..job.subreaper import become_subreaper
+from ..job.wire import MESSAGE_MAX, Fork, Said, StatusLine, Ticket, WireError, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # A forked process's exit status when it failed before its task began (EX_SOFTWARE); once it
@@ -53,7 +53,7 @@ def become_job(task: Any, message: Fork, status_fd: int) -> NoReturn:
     task (or the code around it) does comes back as it does from one."""
     try:
         os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
-        become_subreaper()  # what it starts stays in its tree (execute.leftovers)
+        become_subreaper()  # what it starts stays in its tree (execute.local.leftovers)
         apply_env(message.env, message.unset)
         status = Status(status_fd)
         reseed()

@@ -1,6 +1,6 @@
 """A job's process that the fork server forked, as the sweep waits for it: the part of Popen's
-interface the sweep uses (pid, poll, wait), its end seen by the sweep itself (execute.forked:
-the server's side of the conversation)."""
+interface the sweep uses (pid, poll, wait), its end seen by the sweep itself
+(execute.local.fork_client: the server's side of the conversation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A task's error as the job's process reports it (execute.child): its traceback on the job's
+"""A task's error as the job's process reports it (execute.job.child): its traceback on the job's
 stderr, its words for the sweep, and itself in a form the sweep can take back."""
 
 from __future__ import annotations

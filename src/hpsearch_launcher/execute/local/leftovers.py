@@ -4,7 +4,7 @@ On a GPU such a process keeps its memory after its job has ended: the very leak 
 per job exists to prevent.
 
 None escapes, because nobody's orphans go to init:
-- each job's process is the child subreaper of its descendants while it runs (execute.child,
+- each job's process is the child subreaper of its descendants while it runs (execute.job.child,
   `become_subreaper`): a daemon's double fork is reparented to the job, so it stays in the job's
   tree, and never reaches the sweep while its job runs;
 - the sweep is the subreaper of its own (`Leftovers`): when a job's process ends, whatever it
@@ -30,8 +30,8 @@ from typing import Protocol, TypeVar
 
 import psutil
 
-from ..contract import PARENT_PID
-from .subreaper import become_subreaper
+from ...contract import PARENT_PID
+from ..job.subreaper import become_subreaper
 
 log = logging.getLogger("hpsearch.launcher")
 

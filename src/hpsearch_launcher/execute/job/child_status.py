@@ -1,5 +1,5 @@
 """What a job's process (a spare's, the fork server's) tells the sweep on its status pipe, and
-the imports it does ahead of its job and tells of (execute.wire's `StatusLine`s): `preloading
+the imports it does ahead of its job and tells of (execute.job.wire's `StatusLine`s): `preloading
 NAME`, then `preloaded NAME SECONDS` or `failed NAME WHY`; `ready` once its imports are done;
 while its job runs, `imported NAME ...` (what `preload: auto` learns). What a preload prints
 goes nowhere: it is not the job's output.

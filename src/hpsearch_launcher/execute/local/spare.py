@@ -1,5 +1,5 @@
 """A warm spare as the sweep sees it, and what its processes tell the sweep on their status
-pipe (execute.wire's `StatusLine`s, sent by execute.child_status): the lines read, and the
+pipe (execute.job.wire's `StatusLine`s, sent by execute.job.child_status): the lines read, and the
 preload plan they feed (plan.preload).
 
 The plan is shared by the sweep's loop (which makes and checks spares) and the threads that
@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..plan.preload import PreloadPlan
-from .wire import Said, StatusLine, WireError, parse_status
+from ...plan.preload import PreloadPlan
+from ..job.wire import Said, StatusLine, WireError, parse_status
 
 log = logging.getLogger("hpsearch.launcher")
 # A process importing one module ahead of its job longer than this (s) is replaced by a fresh

@@ -23,13 +23,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import contract
-from ..plan.settings import LauncherSettings, LauncherSettingsError
-from ..plan.slots import CPU
-from .backend import Execution, JobHandle, JobSpec, Wanted, sweep_sys_path
-from .ray_handle import RayHandle, first_line
-from .ray_worker import run_on_node
-from .remote import write_mark
+from ... import contract
+from ...plan.settings import LauncherSettings, LauncherSettingsError
+from ...plan.slots import CPU
+from ..backend import Execution, JobHandle, JobSpec, Wanted
+from ..job.remote import write_mark
+from ..payload import sweep_sys_path
+from .handle import RayHandle, first_line
+from .worker import run_on_node
 
 log = logging.getLogger("hpsearch.launcher")
 

@@ -13,10 +13,10 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .backend import EnvKey, Wanted
+from ..backend import EnvKey, Wanted
+from ..job.wire import more_line
 from .job_process import KILL_WAIT_S
 from .spare import Preloads, Spare, StatusReader
-from .wire import more_line
 
 MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
 log = logging.getLogger("hpsearch.launcher")

@@ -1,5 +1,5 @@
 """One job's process on this machine, as the sweep sees it (the local backend's `JobHandle`):
-watched by a thread that hears what it says on its status pipe (execute.spare) and resolves
+watched by a thread that hears what it says on its status pipe (execute.local.spare) and resolves
 its outcome when it has exited; ended as a whole process tree.
 """
 
@@ -20,13 +20,14 @@ from typing import Protocol
 
 import psutil
 
-from ..outcome import Ending, Outcome, TaskResult, outcome_of
-from .backend import JobSpec, last_error_line
-from .forked import FORK_READY_S
+from ...outcome import Ending, Outcome, TaskResult, outcome_of
+from ..backend import JobSpec
+from ..job.wire import Said
+from ..log_tail import file_tail, last_error_line
+from .fork_client import FORK_READY_S
 from .forked_process import ForkedProcess
 from .leftovers import Leftovers
 from .spare import Preloads, Spare, StatusReader
-from .wire import Said
 
 KILL_WAIT_S = 5.0  # after SIGKILL, how long to wait for a process tree to be gone
 STATUS_POLL_S = 1.0  # a job's watcher wakes so often to see whether its process has ended
@@ -34,7 +35,8 @@ log = logging.getLogger("hpsearch.launcher")
 
 
 class JobProcess(Protocol):
-    """A job's process: a `subprocess.Popen`, or one the fork server forked (execute.forked)."""
+    """A job's process: a `subprocess.Popen`, or one the fork server forked
+    (execute.local.fork_client)."""
 
     pid: int
 
@@ -237,16 +239,6 @@ def signal_tree(pid: int, descendants: Sequence[psutil.Process], sig: int) -> No
     for proc in descendants:
         with contextlib.suppress(psutil.Error):
             proc.send_signal(sig)
-
-
-def file_tail(path: Path, max_bytes: int) -> str:
-    """The last `max_bytes` of a file as text; "" if it cannot be read."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - max_bytes))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def oom_kills() -> int | None:

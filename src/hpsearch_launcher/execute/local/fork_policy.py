@@ -1,6 +1,6 @@
 """`warm_start: fork` as the local backend sees it: the fork server made at the first job (which
 waits for it), kept up to date with the modules learned, each job's process forked from it while
-that is safe; else one warning and the sweep goes on with spawned spares (execute.spare_pool).
+that is safe; else one warning and the sweep goes on with spawned spares (execute.local.spare_pool).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .backend import JobSpec
-from .forked import FORK_READY_S, ForkRefused, ForkServer
+from ..backend import JobSpec
+from ..job.wire import Said
+from .fork_client import FORK_READY_S, ForkRefused, ForkServer
 from .forked_process import REAP_S, is_stopped
 from .job_process import LocalHandle
 from .leftovers import Leftovers
 from .spare import PRELOAD_BOUND_S, Preloads, Spare, StatusReader
-from .wire import Said
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -137,7 +137,7 @@ class Forking:
         """Take in what the server said; fall back to spawned spares (one warning) if it died,
         hangs in an import, holds a CUDA context, or a forked process failed to start. Once
         fallen back, the server ends when the last of its children has; one that is stopped or
-        hung is killed at once (its jobs go on, adopted by the sweep: execute.leftovers)."""
+        hung is killed at once (its jobs go on, adopted by the sweep: execute.local.leftovers)."""
         server = self.server
         if server is None:
             return

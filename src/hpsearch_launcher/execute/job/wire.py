@@ -10,8 +10,8 @@ cannot be read raises `WireError`, naming what was read.
 - A spare's stdin (`more_line`, `job_line`, `more_modules`): `+["mod", ...]` a line asks for
   more modules ahead (learned while it waited); any other line is its job file's path (an
   empty one: no job, end).
-- `StatusLine`: one line a process writes on its status pipe to the sweep (execute.child,
-  execute.fork_server → execute.spare, execute.job_process), its kind a `Said`.
+- `StatusLine`: one line a process writes on its status pipe to the sweep (execute.job.child,
+  execute.local.fork_server → execute.local.spare, execute.local.job_process), its kind a `Said`.
 - The fork server's control messages (`More`, `Ahead`, `Fork` from the sweep; `Forked`,
   `Refused`, `Exited` from the server): one JSON object per SOCK_SEQPACKET packet (`encode`,
   `decode`).
@@ -26,7 +26,7 @@ import pickle
 from collections.abc import Sequence
 from typing import Any
 
-from ..text import short_repr
+from ...text import short_repr
 
 MESSAGE_MAX = 1 << 20  # bytes of one control message (a job's environment, paths)
 SHOWN = 200  # characters of an unreadable message shown in its error

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .. import contract, nvml
-from ..atomic import write_json_atomic, write_text_atomic
-from ..record.reports import reported_peak_mb
+from ... import contract, nvml
+from ...atomic import write_json_atomic, write_text_atomic
+from ...record.reports import reported_peak_mb
 
 MARK = ".hpsearch-sweep"  # in the sweep dir: a node that cannot read it does not share it
 
