@@ -177,9 +177,9 @@ def test_a_process_forked_ahead_that_dies_while_waiting_is_replaced(
     (marks / "hold").touch()
     sweep = start_fork_sweep(runner, marks, "x=0,1,2", *ONE_SLOT)
     try:
-        killed = _forked_ahead(runner.tag).pid
+        killed = _forked_ahead(runner.tag, marks).pid
         os.kill(killed, signal.SIGKILL)
-        wait_until(lambda: _forked_ahead(runner.tag).pid != killed, 30, "its replacement")
+        wait_until(lambda: _forked_ahead(runner.tag, marks).pid != killed, 30, "its replacement")
         (marks / "hold").unlink()
         out = sweep.finish()
     finally:
@@ -202,7 +202,7 @@ def test_a_process_forked_ahead_of_a_learned_module_is_dismissed_not_given_a_job
     sweep = start_fork_sweep(runner, marks, *args, preload=())
     try:
         wait_for(marks / "start-2")
-        waiting = _forked_ahead(runner.tag)
+        waiting = _forked_ahead(runner.tag, marks)
         time.sleep(1)  # a dismissed one that lingered would still be here
         assert [p.pid for p in processes_tagged(runner.tag) if role(p) == "spare"] == [waiting.pid]
         (marks / "hold").unlink()
@@ -215,8 +215,11 @@ def test_a_process_forked_ahead_of_a_learned_module_is_dismissed_not_given_a_job
     assert all(r["preloaded_at"] is not None for r in records[2:]), records
 
 
-def _forked_ahead(tag: str) -> psutil.Process:
-    """The one process the sweep's fork server keeps forked ahead (waits until there is one)."""
+def _forked_ahead(tag: str, marks: Path) -> psutil.Process:
+    """The one process the sweep's fork server keeps forked ahead (waits until there is one),
+    once job 0 has started: before that, job 0's own forked process is briefly one too (until
+    it calls setsid), and a test that killed it would kill a job, not a waiting process."""
+    wait_for(marks / "start-0")
     found: list[psutil.Process] = []
 
     def seen() -> bool:

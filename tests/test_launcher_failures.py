@@ -37,7 +37,14 @@ FAULTS = [
     ("segfault", "failed", "killed by SIGSEGV (segmentation fault)", 1),
     # A SIGKILL hpsearch did not send, while the kernel's OOM killer killed nothing: not
     # taken for running out of memory (it once was, and retried alone).
-    ("sigkill", "failed", "killed by SIGKILL (not the OOM killer, which killed nothing", 1),
+    pytest.param(
+        "sigkill",
+        "failed",
+        "killed by SIGKILL (not the OOM killer, which killed nothing",
+        1,
+        marks=pytest.mark.xdist_group("oom-kills"),  # test_server_faults.py's OOM_KILLS
+        id="sigkill",
+    ),
     ("tf_oom", "failed", "ResourceExhaustedError: OOM when allocating tensor", 2),
     ("hang", "timeout", "timed out after 3s (hydra.launcher.timeout); its process tree was", 1),
     ("flood", "completed", "", 1),
@@ -45,7 +52,9 @@ FAULTS = [
 
 
 @pytest.mark.parametrize(
-    ("mode", "status", "reason", "attempts"), FAULTS, ids=[f[0] for f in FAULTS]
+    ("mode", "status", "reason", "attempts"),
+    FAULTS,
+    ids=[None if hasattr(f, "marks") else f[0] for f in FAULTS],  # a pytest.param has its id
 )
 def test_a_failing_job_is_isolated(
     launch, mode: str, status: str, reason: str, attempts: int, tmp_path: Path

@@ -25,6 +25,9 @@ from hpsearch_launcher.execute.local.forked_process import ForkedProcess
 PATHS = ["hydra.launcher.warm_start=fork", "hydra.launcher.warm_start=spawn"]
 TWO_CPU_SLOTS = ("hydra.launcher.gpus=[]", "hydra.launcher.n_jobs=2")
 SIX_JOBS = ("x=0,1,2,3,4,5", "sleep=1.5")
+# The kernel's oom_kill count is the machine's: the test that makes the OOM killer strike and
+# those that need it not to strike run in one worker, one after the other.
+OOM_KILLS = "oom-kills"
 
 
 def the_server(runner: Runner) -> psutil.Process:
@@ -108,6 +111,7 @@ def test_a_job_that_returned_is_completed_whatever_its_process_did_after(
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(OOM_KILLS)
 @pytest.mark.parametrize("path", PATHS, ids=["fork", "spawn"])
 def test_a_sigkill_from_a_user_is_not_taken_for_the_oom_killer(
     runner: Runner, marks: Path, tmp_path: Path, path: str
@@ -202,6 +206,7 @@ def memory_cgroup(limit_mb: int) -> Iterator[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(OOM_KILLS)
 @pytest.mark.parametrize("path", PATHS, ids=["fork", "spawn"])
 def test_a_job_the_oom_killer_kills_is_retried_alone_as_out_of_memory(
     runner: Runner, marks: Path, tmp_path: Path, path: str
