@@ -253,7 +253,8 @@ def test_too_many_failures_stop_the_search_exit_1(
         "hpsearch: 1 of this run's 10 trials failed, more than max_failure_rate=0.0 allows: "
         "the search stopped; each trial's logs are in its run dir"
     ) in done.stdout
-    assert "Leaderboard (min objective)" in done.stdout
+    # On its own logged line, as the end-of-sweep leaderboard is: no empty `[HYDRA] ` line.
+    assert "][HYDRA] Leaderboard (min objective)" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from ..outcome import Status
-from ..record.leaderboard import leaderboard, summary_mode, summary_options
+from ..record.leaderboard import leaderboard, summary_metric, summary_mode, summary_options
 from ..record.table import FILENAME, ResultsTable
 from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
@@ -236,8 +236,7 @@ def _fail(config: Any, sweep_dir: Path, line: str) -> None:
     if (sweep_dir / FILENAME).exists():
         table = ResultsTable.load(sweep_dir)
         mode, columns = summary_options(config)
-        log.info(
-            "\n%s", leaderboard(list(table.rows.values()), table.params, mode, columns=columns)
-        )
+        rows, metric = list(table.rows.values()), summary_metric(config)
+        log.info("%s", leaderboard(rows, table.params, mode, columns=columns, metric=metric))
     log.error("hpsearch: %s; each trial's logs are in its run dir", line)
     raise SystemExit(1)
