@@ -26,10 +26,10 @@ def descendants(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        fields = stat_fields(int(entry))
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            ppid = int(fields[1])
+        except (ValueError, IndexError):  # gone meanwhile (no fields)
             continue
         children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [pid]
@@ -38,3 +38,13 @@ def descendants(pid: int) -> list[int]:
         found += below
         todo += below
     return found
+
+
+def stat_fields(pid: int) -> list[bytes]:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...); [] if it is gone.
+    The name is cut at its last `)`: a command name may hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []

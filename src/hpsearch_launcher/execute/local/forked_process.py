@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..job.subreaper import stat_fields
+
 # A forked job's process that has exited and that its server has not reaped (and told of) this
 # long (s) means a server that is stopped or hung: it is killed, and the sweep reaps the job.
 REAP_S = 2.0
@@ -117,9 +119,4 @@ class ForkedProcess:
 
 def is_stopped(pid: int) -> bool:
     """Whether process `pid` is stopped (SIGSTOP, SIGTSTP, or traced), as /proc says."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state in (b"T", b"t")
+    return stat_fields(pid)[:1] in ([b"T"], [b"t"])

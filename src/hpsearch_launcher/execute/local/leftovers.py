@@ -50,7 +50,6 @@ class Leftover:
     """A process a job left running, as it was seen before it was ended."""
 
     pid: int
-    session: int
     command: str
 
     def __str__(self) -> str:
@@ -183,6 +182,6 @@ def _seen(proc: psutil.Process) -> Leftover | None:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             command = " ".join(proc.cmdline())[:120] or proc.name()
-            return Leftover(proc.pid, os.getsid(proc.pid), command)
-    except (psutil.Error, ProcessLookupError, PermissionError):
+            return Leftover(proc.pid, command)
+    except psutil.Error:
         return None
