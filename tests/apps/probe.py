@@ -47,7 +47,9 @@ def probe(cfg: DictConfig) -> float:
     if cfg.x == cfg.trap_x:  # a job that ignores SIGTERM: only SIGKILL ends it
         signal.signal(signal.SIGTERM, lambda *_: (marks / f"sigterm-{num}").touch())
     sleepers = _hang_grandchildren()  # of earlier jobs: their trees must be gone by now
-    (marks / f"start-{num}").write_text(str(os.getppid()))  # the sweep, or the fork server
+    # The sweep, or the fork server; renamed into place, so a test never reads it half written.
+    (marks / f".start-{num}").write_text(str(os.getppid()))
+    os.replace(marks / f".start-{num}", marks / f"start-{num}")
     with open(marks / "starts.log", "a") as f:
         f.write(f"{cfg.x}\n")
     # A hold file (outside the config, so resumed runs keep their identity) parks jobs with
