@@ -15,7 +15,12 @@ from test_optuna_configs import APP, SEARCHES, run, search_runs
 
 from hpsearch_launcher.migrate_cli import main
 from hpsearch_launcher.search.hydra_optuna import OPTUNA_TARGET
-from hpsearch_launcher.search.migration import migrate_app_sweeper_file, migrate_config
+from hpsearch_launcher.search.migration import (
+    extends_optuna,
+    migrate_app_sweeper_file,
+    migrate_config,
+    migrate_sweeper_extension,
+)
 
 HYDRAS_EXAMPLES = REPO / "tests" / "apps" / "hydra_optuna"
 
@@ -71,6 +76,36 @@ def test_what_cannot_be_converted_is_said(line: str, said: str) -> None:
 )
 def test_an_app_level_sweeper_file_extends_hpsearchs(before: str, after: str) -> None:
     assert migrate_app_sweeper_file(before).text == after
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (
+            "defaults:\n  - optuna  # Hydra's\n  - override sampler: random\n  - _self_\n",
+            "defaults:\n  - hpsearch  # Hydra's\n  - override sampler: random\n  - _self_\n",
+        ),
+        (
+            f"defaults: [optuna.yaml, _self_]\n_target_: {OPTUNA_TARGET}\nn_trials: 3\n",
+            "defaults: [hpsearch, _self_]\nn_trials: 3\n",
+        ),
+    ],
+)
+def test_a_sweeper_file_extending_hydras_extends_hpsearchs(before: str, after: str) -> None:
+    assert extends_optuna(before)
+    assert migrate_sweeper_extension(before).text == after
+
+
+def test_optuna_elsewhere_than_a_sweeper_file_is_left_alone(tmp_path: Path) -> None:
+    """`- optuna` in a defaults list outside hydra/sweeper/ names a config of some other group;
+    hydra/sweeper/app_optuna.yaml is the only file that extends Hydra's node."""
+    shutil.copytree(APP / "extends", tmp_path / "conf")
+    (tmp_path / "conf" / "model").mkdir()
+    (tmp_path / "conf" / "model" / "big.yaml").write_text("defaults:\n  - optuna\n")
+    assert main([str(tmp_path / "conf"), "--write"]) == 0
+    assert (tmp_path / "conf" / "model" / "big.yaml").read_text() == "defaults:\n  - optuna\n"
+    sweeper = (tmp_path / "conf" / "hydra" / "sweeper" / "app_optuna.yaml").read_text()
+    assert "  - hpsearch\n  - override sampler: random\n" in sweeper
 
 
 def test_it_shows_the_diff_and_changes_nothing_without_write(

@@ -12,9 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, Runner
+from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 from omegaconf import OmegaConf
 
+from hpsearch_launcher.migrate_cli import main as migrate_main
 from hpsearch_launcher.search.config import TARGET, HpsearchSweeperConf
 from hpsearch_launcher.search.hydra_optuna import OPTUNA_TARGET, target_line, unread_sweeper_file
 from hpsearch_launcher.search.sweeper_target import adopted
@@ -24,19 +27,30 @@ SEARCHES = ["template", "tpe_all", "grid", "storage"]
 
 
 def one_word_changed(tmp_path: Path) -> Path:
-    """The app, copied, with `optuna` changed to `hpsearch` in every sweeper override."""
+    """The app, copied, with `optuna` changed to `hpsearch` in every sweeper override (and in
+    extends/'s own sweeper file's defaults list)."""
     app = tmp_path / "app"
     shutil.copytree(APP, app)
     for path in app.rglob("*.yaml"):
         text = path.read_text()
         text = text.replace("/hydra/sweeper: optuna", "/hydra/sweeper: hpsearch")
-        path.write_text(text.replace("hydra/sweeper: optuna", "hydra/sweeper: hpsearch"))
+        text = text.replace("hydra/sweeper: optuna", "hydra/sweeper: hpsearch")
+        path.write_text(text.replace("\n  - optuna\n", "\n  - hpsearch\n"))  # extends/
     return app
 
 
-def run(runner: Runner, app: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(
+    runner: Runner, app: Path, *args: str, python: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [runner.python, str(app / "app.py"), "--multirun", "--config-name", "config", *args],
+        [
+            str(python or runner.python),
+            str(app / "app.py"),
+            "--multirun",
+            "--config-name",
+            "config",
+            *args,
+        ],
         cwd=runner.tmp_path,
         env=runner.env(),
         capture_output=True,
@@ -145,3 +159,46 @@ def test_an_app_level_optuna_yaml_is_refused_in_one_line(runner: Runner, tmp_pat
     assert said == [done.stderr.strip().splitlines()[-1]]  # one line (Hydra 1.4 warns first)
     assert said[0].startswith(f"hpsearch: error: {path}: hydra/sweeper=hpsearch does not read")
     assert not sweep.exists()
+
+
+def trials(sweep: Path) -> list[dict[str, str]]:
+    """Each numbered run's searched parameters (x, y, z), as its overrides.yaml gives them."""
+    runs = sorted((p for p in sweep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    said = [yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) for run in runs]
+    return [dict(o.split("=", 1) for o in overrides if o[0] in "xyz") for overrides in said]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("search", ["template", "tpe_all", "storage", "extends", "app_level"])
+def test_the_same_startup_trials_as_hydras_sweeper(
+    search: str,
+    runner: Runner,
+    tmp_path: Path,
+    hydra_optuna_python: Path,  # noqa: F811
+) -> None:
+    """Hydra's sweeper on the configs as written; hpsearch's on them with the one word changed
+    (an app-level hydra/sweeper/optuna.yaml, refused that way, after `hpsearch-migrate --write`;
+    Hydra's sweeper reads it as extends/ writes it, the form Hydra's own advice gives since
+    1.1: its schema matching refuses optuna.yaml). Each config's 3 trials are its seeded
+    sampler's random start-up ones: the same, value for value. (The grid has none: Hydra's
+    Optuna 2 grid visits its points in an unseeded random order.)"""
+    if search in ("extends", "app_level"):
+        source, ours_app = ["--config-dir", str(APP / "extends")], tmp_path / "app"
+        if search == "app_level":
+            shutil.copytree(APP, ours_app)
+            assert migrate_main([str(ours_app / "app_level"), "--write"]) == 0
+        else:
+            ours_app = one_word_changed(tmp_path)
+        ours_source = ["--config-dir", str(ours_app / search)]
+    else:
+        ours_app = one_word_changed(tmp_path)
+        source = ["--config-dir", str(APP / "conf"), f"+hparams_search={search}"]
+        ours_source = ["--config-dir", str(ours_app / "conf"), f"+hparams_search={search}"]
+    (tmp_path / "optuna").mkdir()  # Hydra's sweeper opens a storage before its sweep dir exists
+    theirs = run(
+        runner, APP, *source, f"hydra.sweep.dir={tmp_path / 'optuna'}", python=hydra_optuna_python
+    )
+    ours = run(runner, ours_app, *ours_source, f"hydra.sweep.dir={tmp_path / 'hpsearch'}")
+    assert theirs.returncode == 0 and ours.returncode == 0, theirs.stderr + ours.stderr
+    their_trials = trials(tmp_path / "optuna")
+    assert len(their_trials) == 3 and their_trials == trials(tmp_path / "hpsearch")

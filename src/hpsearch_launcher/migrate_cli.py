@@ -16,8 +16,10 @@ from .search.migration import (
     SWEEPER_CHOICE,
     SWEEPER_OVERRIDE,
     Change,
+    extends_optuna,
     migrate_app_sweeper_file,
     migrate_config,
+    migrate_sweeper_extension,
 )
 
 
@@ -30,6 +32,8 @@ def plan(config_dir: Path) -> dict[Path, tuple[Path, Change]]:
         text = path.read_text()
         if path == app_file:
             changes[path] = (config_dir / RENAMED_SWEEPER_FILE, migrate_app_sweeper_file(text))
+        elif path.parent == app_file.parent and extends_optuna(text):
+            changes[path] = (path, migrate_sweeper_extension(text))
         elif _uses_hydras_sweeper(text):
             changes[path] = (path, migrate_config(text, choice))
     return changes

@@ -20,6 +20,10 @@ MODE = re.compile(r"^\s+mode:\s*['\"]?MULTIRUN")
 # An app-level sweeper file's own defaults entry for the sampler group: `- sampler: random`.
 SAMPLER_ENTRY = re.compile(r"^(\s*-\s*)(sampler\s*:)")
 DEFAULTS = re.compile(r"^defaults\s*:\s*(\[\s*\])?\s*$")
+# A sweeper file of the app's own that extends Hydra's node, as Hydra 1.1's automatic schema
+# matching advice says: `- optuna` (or optuna.yaml) in its defaults list, or `[optuna, ...]`.
+EXTENDS_OPTUNA = re.compile(r"^(\s*-\s*)optuna(\.yaml)?(\s*(#.*)?)$")
+EXTENDS_OPTUNA_INLINE = re.compile(r"^(defaults\s*:\s*\[\s*)optuna(\.yaml)?(?=\s*[,\]])")
 
 
 @dataclass
@@ -33,8 +37,33 @@ class Change:
 def migrate_config(text: str, choice: str = "hpsearch") -> Change:
     """A config that selects or names Hydra's Optuna sweeper: the override names `choice`
     (hpsearch, or the app's own sweeper file), the `_target_` line goes."""
-    lines = [SWEEPER_OVERRIDE.sub(rf"\g<1>{choice}\g<3>", line) for line in text.splitlines()]
-    lines = [SWEEPER_CHOICE.sub(f"hydra/sweeper={choice}", line) for line in lines]
+    return _rewritten(
+        text,
+        (SWEEPER_OVERRIDE, rf"\g<1>{choice}\g<3>"),
+        (SWEEPER_CHOICE, f"hydra/sweeper={choice}"),
+    )
+
+
+def extends_optuna(text: str) -> bool:
+    """Whether a sweeper file's defaults list names Hydra's `optuna` node (only a file in
+    hydra/sweeper/ is asked: elsewhere `- optuna` names some other group's config)."""
+    lines = text.splitlines()
+    return any(EXTENDS_OPTUNA.match(line) or EXTENDS_OPTUNA_INLINE.match(line) for line in lines)
+
+
+def migrate_sweeper_extension(text: str) -> Change:
+    """A sweeper file of the app's own extending Hydra's node: it extends hpsearch's instead
+    (its sampler override and everything else kept), its `_target_` line gone."""
+    return _rewritten(
+        text, (EXTENDS_OPTUNA, r"\g<1>hpsearch\g<3>"), (EXTENDS_OPTUNA_INLINE, r"\g<1>hpsearch")
+    )
+
+
+def _rewritten(text: str, *substitutions: tuple[re.Pattern[str], str]) -> Change:
+    """Each line with the substitutions made, the `_target_` line naming Hydra's class gone."""
+    lines = text.splitlines()
+    for pattern, replacement in substitutions:
+        lines = [pattern.sub(replacement, line) for line in lines]
     target = target_line(text)
     if target is not None:
         del lines[target - 1]
