@@ -100,6 +100,22 @@ def test_the_two_commands_are_the_ones_ci_runs() -> None:
     assert tests in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_the_hydra_14_pair_the_docs_give_is_the_one_ci_installs() -> None:
+    """docs/search.md's command for hpsearch beside Hydra's sweeper on Hydra 1.4 names the
+    pins .ci/run's second venv installs and tests (its Optuna within the docs' range)."""
+    row = next(
+        ln
+        for ln in (ROOT / "docs" / "search.md").read_text().splitlines()
+        if ln.startswith("| 1.4 |")
+    )
+    said = dict(re.findall(r"([\w-]+)==([\w.]+)", row))
+    ci = re.search(r"^OTHER_LINE=\((.*)\)$", (ROOT / ".ci" / "run").read_text(), re.M)
+    assert ci is not None
+    pins = dict(pin.split("==") for pin in ci.group(1).split())
+    assert said == {k: v for k, v in pins.items() if k != "optuna"} and len(said) == 3
+    assert '"optuna>=4.9,<5"' in row and pins["optuna"].startswith("4.")
+
+
 def test_the_settings_reference_is_what_the_declaration_generates() -> None:
     """docs/settings.md cannot drift: regenerated, it is the same, byte for byte."""
     page = ROOT / "docs" / "settings.md"
