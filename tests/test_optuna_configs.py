@@ -17,6 +17,7 @@ from conftest import REPO, Runner
 from hydra_optuna_venv import hydra_optuna_python  # noqa: F401 - the venv's fixture
 from omegaconf import OmegaConf
 
+from hpsearch_launcher.hydra_line import HAS_EXECUTION_WHITELIST
 from hpsearch_launcher.migrate_cli import main as migrate_main
 from hpsearch_launcher.search.config import TARGET, HpsearchSweeperConf
 from hpsearch_launcher.search.hydra_optuna import OPTUNA_TARGET, target_line, unread_sweeper_file
@@ -182,8 +183,13 @@ def test_the_same_startup_trials_as_hydras_sweeper(
     1.1: its schema matching refuses optuna.yaml). Each config's 3 trials are its seeded
     sampler's random start-up ones: the same, value for value. (The grid has none: Hydra's
     Optuna 2 grid visits its points in an unseeded random order.)"""
+    theirs_app = tmp_path / "theirs"
+    shutil.copytree(APP, theirs_app)
+    if HAS_EXECUTION_WHITELIST:  # Hydra's sweeper 1.4 refuses the 1.3 field search_space
+        tpe_all = theirs_app / "conf" / "hparams_search" / "tpe_all.yaml"
+        tpe_all.write_text(tpe_all.read_text().replace("    search_space: null\n", ""))
     if search in ("extends", "app_level"):
-        source, ours_app = ["--config-dir", str(APP / "extends")], tmp_path / "app"
+        theirs_source, ours_app = ["--config-dir", str(theirs_app / "extends")], tmp_path / "app"
         if search == "app_level":
             shutil.copytree(APP, ours_app)
             assert migrate_main([str(ours_app / "app_level"), "--write"]) == 0
@@ -192,12 +198,12 @@ def test_the_same_startup_trials_as_hydras_sweeper(
         ours_source = ["--config-dir", str(ours_app / search)]
     else:
         ours_app = one_word_changed(tmp_path)
-        source = ["--config-dir", str(APP / "conf"), f"+hparams_search={search}"]
-        ours_source = ["--config-dir", str(ours_app / "conf"), f"+hparams_search={search}"]
+        group = f"+hparams_search={search}"
+        theirs_source = ["--config-dir", str(theirs_app / "conf"), group]
+        ours_source = ["--config-dir", str(ours_app / "conf"), group]
     (tmp_path / "optuna").mkdir()  # Hydra's sweeper opens a storage before its sweep dir exists
-    theirs = run(
-        runner, APP, *source, f"hydra.sweep.dir={tmp_path / 'optuna'}", python=hydra_optuna_python
-    )
+    swept = f"hydra.sweep.dir={tmp_path / 'optuna'}"
+    theirs = run(runner, theirs_app, *theirs_source, swept, python=hydra_optuna_python)
     ours = run(runner, ours_app, *ours_source, f"hydra.sweep.dir={tmp_path / 'hpsearch'}")
     assert theirs.returncode == 0 and ours.returncode == 0, theirs.stderr + ours.stderr
     their_trials = trials(tmp_path / "optuna")

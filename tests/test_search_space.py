@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from hpsearch_launcher.hydra_line import RANGE_STOP_INCLUDED as STOP
 from hpsearch_launcher.search.space import GRAMMAR, SearchSpaceError, grid_of, parse_space
 
 
@@ -17,14 +18,16 @@ from hpsearch_launcher.search.space import GRAMMAR, SearchSpaceError, grid_of, p
         ("n=int(interval(1,8))", IntDistribution(1, 8)),
         ("lr=tag(log,interval(1e-4,1e-1))", FloatDistribution(1e-4, 1e-1, log=True)),
         ("n=tag(log,int(interval(1,64)))", IntDistribution(1, 64, log=True)),
-        # range: as hydra-optuna-sweeper searches it, stop included.
-        ("x=range(0,50)", IntDistribution(0, 50)),
-        ("x=range(0,50,10)", IntDistribution(0, 50, step=10)),
+        # range: as the line's hydra-optuna-sweeper searches it, stop included on 1.3 only.
+        ("x=range(0,50)", IntDistribution(0, 50 if STOP else 49)),
+        ("x=range(0,50,10)", IntDistribution(0, 50 if STOP else 40, step=10)),
         ("x=range(0,45,10)", IntDistribution(0, 40, step=10)),  # stop off the step
         ("x=range(10,0,-3)", IntDistribution(1, 10, step=3)),
-        ("x=range(0,1,0.25)", FloatDistribution(0.0, 1.0, step=0.25)),
-        ("x=range(0.1,1.0,0.1)", FloatDistribution(0.1, 1.0, step=0.1)),
-        ("x=range(-5.5,5.5,step=0.5)", FloatDistribution(-5.5, 5.5, step=0.5)),
+        ("x=range(10,1,-3)", IntDistribution(1 if STOP else 4, 10, step=3)),
+        ("x=range(0,1,0.25)", FloatDistribution(0.0, 1.0 if STOP else 0.75, step=0.25)),
+        ("x=range(0.1,1.0,0.1)", FloatDistribution(0.1, 1.0 if STOP else 0.9, step=0.1)),
+        ("x=range(0,1,0.3)", FloatDistribution(0.0, 0.9, step=0.3)),
+        ("x=range(-5.5,5.5,step=0.5)", FloatDistribution(-5.5, 5.5 if STOP else 5.0, step=0.5)),
         ("batch=choice(32,64,128)", CategoricalDistribution([32, 64, 128])),
         ("batch=32,64,128", CategoricalDistribution([32, 64, 128])),
         ("model=choice(mlp,cnn)", CategoricalDistribution(["mlp", "cnn"])),
@@ -127,13 +130,14 @@ def test_a_bad_value_is_one_line_naming_it_and_the_grammar(
 @pytest.mark.parametrize(
     ("override", "grid"),
     [
-        # docs/search.md: range(a,b) includes b, as hydra-optuna-sweeper searches it
-        ("x=range(1,3)", [1, 2, 3]),
-        ("x=range(1,7,3)", [1, 4, 7]),
-        ("x=range(0,1,0.25)", [0.0, 0.25, 0.5, 0.75, 1.0]),
+        # docs/search.md: range(a,b) includes b on Hydra 1.3, as the line's
+        # hydra-optuna-sweeper searches it; on 1.4 it does not, as Hydra's range.
+        ("x=range(1,3)", [1, 2, 3] if STOP else [1, 2]),
+        ("x=range(1,7,3)", [1, 4, 7] if STOP else [1, 4]),
+        ("x=range(0,1,0.25)", [0.0, 0.25, 0.5, 0.75, 1.0][: None if STOP else -1]),
         ("x=choice(a,b)", ["a", "b"]),
         ("x=int(interval(2,4))", [2, 3, 4]),
     ],
 )
-def test_the_grid_samplers_grid_keeps_each_ranges_stop(override: str, grid: list) -> None:
+def test_the_grid_samplers_grid_is_each_ranges_values(override: str, grid: list) -> None:
     assert grid_of(parse_space(None, [override])) == {"x": grid}

@@ -11,6 +11,8 @@ at version numbers. Light: Hydra's plugin scan imports this module (through the 
 - OmegaConf 2.4 renames `register_new_resolver` to `register_resolver` (2.3's
   `register_resolver` is the legacy one, without `replace`).
 - 1.4's JobReturn carries the task's traceback and exception chain across processes.
+- hydra-optuna-sweeper 1.4 reads `range(a,b)` as Hydra's own `range` does, b left out; 1.3 (and
+  every earlier release) searches b too. hpsearch's sweeper reads it as the line's does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from omegaconf import OmegaConf
 HAS_EXECUTION_WHITELIST = "execution_whitelist" in inspect.signature(hydra.main).parameters
 _STORE_REPLACES = "replace" in inspect.signature(ConfigStore.store).parameters
 _RESOLVER_RENAMED = "replace" in inspect.signature(OmegaConf.register_resolver).parameters
+# range(a,b)'s stop is searched, as the line's hydra-optuna-sweeper searches it (see above).
+RANGE_STOP_INCLUDED = not HAS_EXECUTION_WHITELIST
 # JobReturn's field for the task's traceback, serialised in the job's process (1.4).
 CARRIES_TASK_TRACEBACK = "_remote_traceback" in getattr(JobReturn, "__dataclass_fields__", {})
 

@@ -4,8 +4,9 @@ cell as a trial's value.
 
     interval(low,high)              a float in [low, high]  (int(interval(1,8)): an int)
     tag(log,interval(low,high))     the same, sampled on a log scale
-    range(start,stop[,step])        start, start+step, ... up to stop, stop included (as
-                                    hydra-optuna-sweeper; shuffle(range(...)): Hydra's values)
+    range(start,stop[,step])        start, start+step, ... up to stop, as the Hydra line's
+                                    hydra-optuna-sweeper searches it: stop included on 1.3,
+                                    left out on 1.4 (shuffle(range(...)): Hydra's values)
     choice(a,b,...), a,b,...        one of these (a config group's options: model=choice(mlp,cnn))
     anything else                   a fixed value, every trial's
 """
@@ -34,6 +35,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from ..hydra_line import RANGE_STOP_INCLUDED
 from .refusal import SearchSpaceError
 
 GRAMMAR = (
@@ -142,21 +144,24 @@ def _distribution(override: Override) -> tuple[BaseDistribution, tuple[str, ...]
 
 
 def _range(value: RangeSweep) -> BaseDistribution:
-    """range(start, stop, step) as hydra-optuna-sweeper searches it: start, start + step, ...
-    up to stop, stop included (Optuna's IntDistribution/FloatDistribution(start, stop, step))."""
+    """range(start, stop, step) as the Hydra line's hydra-optuna-sweeper searches it: start,
+    start + step, ... up to stop, stop included on 1.3 and left out on 1.4
+    (hydra_line.RANGE_STOP_INCLUDED), as Optuna's IntDistribution/FloatDistribution."""
     start, stop, step = value.start, value.stop, value.step
     assert start is not None and stop is not None and step is not None
     if not step:
         raise ValueError(f"range({start},{stop},{step}): the step must not be 0")
     if all(isinstance(v, int) for v in (start, stop, step)):
-        first, count = int(start), (int(stop) - int(start)) // int(step) + 1
-        if count <= 0:
+        past = (1 if step > 0 else -1) if RANGE_STOP_INCLUDED else 0
+        values = range(int(start), int(stop) + past, int(step))
+        if not values:
             raise ValueError(f"range({start},{stop},{step}) holds no value")
-        end = first + (count - 1) * int(step)
+        first, end = values[0], values[-1]
         return IntDistribution(min(first, end), max(first, end), step=abs(int(step)))
     # In decimals as written, so range(0,1,0.1) holds 1.0 as Optuna's FloatDistribution does.
     start_d, stop_d, step_d = (decimal.Decimal(repr(float(v))) for v in (start, stop, step))
-    n = math.floor((stop_d - start_d) / step_d) + 1
+    steps = (stop_d - start_d) / step_d
+    n = math.floor(steps) + 1 if RANGE_STOP_INCLUDED else math.ceil(steps)
     if n <= 0:
         raise ValueError(f"range({start},{stop},{step}) holds no value")
     low, high = float(start_d), float(start_d + (n - 1) * step_d)
