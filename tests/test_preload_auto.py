@@ -14,10 +14,10 @@ import pytest
 from apps.probe import probe
 from conftest import PROBE, REPO, Runner, processes_tagged, read_records, roles
 
-from hpsearch_launcher.execute.backend import env_key
 from hpsearch_launcher.execute.job.wire import parse_status
 from hpsearch_launcher.execute.local.backend import LocalBackend
 from hpsearch_launcher.execute.local.spare import StatusReader
+from hpsearch_launcher.execute.local.spare_pool import env_key
 from hpsearch_launcher.plan.settings import WARM_STARTS
 
 pytestmark = pytest.mark.slow
@@ -129,10 +129,10 @@ def test_a_module_whose_import_killed_a_waiting_spare_is_dropped(
     env = {"CUDA_VISIBLE_DEVICES": "0"}
     wanted = {env_key(env): (env, 1)}
     try:
-        backend.prepare(wanted)
+        backend.spares.refill(wanted)
         (spare,) = backend.spares.waiting(env_key(env))
         spare.proc.wait()
-        backend.prepare(wanted)  # finds it dead: replaced
+        backend.spares.refill(wanted)  # finds it dead: replaced
         assert backend.preloads.modules() == ["numpy"]
         (replaced,) = backend.spares.waiting(env_key(env))
         assert replaced is not spare

@@ -13,9 +13,9 @@ import psutil
 import pytest
 from conftest import Runner
 
-from hpsearch_launcher.execute.backend import env_key
 from hpsearch_launcher.execute.local.backend import LocalBackend
 from hpsearch_launcher.execute.local.spare import StatusReader
+from hpsearch_launcher.execute.local.spare_pool import env_key
 
 
 class SpareStandIn:
@@ -71,13 +71,13 @@ def test_at_most_max_preparing_spares_import_at_once(
     gpu0, gpu1 = {"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}
     wanted = {env_key(gpu0): (gpu0, 2), env_key(gpu1): (gpu1, 2)}  # 4 spares, 2 per GPU
     try:
-        backend.prepare(wanted)
+        backend.spares.refill(wanted)
         assert spare_stand_in.made == budget
-        backend.prepare(wanted)  # none is ready yet: none more
+        backend.spares.refill(wanted)  # none is ready yet: none more
         assert spare_stand_in.made == budget
         for readied in range(1, 5 - budget):
             spare_stand_in.ready(readied - 1)
-            backend.prepare(wanted)
+            backend.spares.refill(wanted)
             assert spare_stand_in.made == budget + readied  # one more each time, not all
         assert [len(backend.spares.waiting(key)) for key in wanted] == [2, 2]
     finally:

@@ -22,7 +22,7 @@ import pytest
 from backend_suite import BackendSuite
 
 from hpsearch_launcher.config import LauncherSettings
-from hpsearch_launcher.execute.backend import Execution, JobHandle, JobSpec, Wanted
+from hpsearch_launcher.execute.backend import Ahead, Execution, JobHandle, JobSpec
 from hpsearch_launcher.execute.job.child import BOOT
 from hpsearch_launcher.execute.job.wire import job_line
 from hpsearch_launcher.execute.log_tail import file_tail, last_error_line
@@ -109,7 +109,7 @@ class SubprocessBackend:
     def warming(self, env: Mapping[str, str]) -> bool:
         return False  # no warm start
 
-    def prepare(self, wanted: Wanted) -> None:
+    def prepare(self, ahead: Ahead) -> None:
         """No warm start: nothing made ahead."""
 
     def stop(self, handle: JobHandle, force: bool) -> None:

@@ -17,19 +17,20 @@ from ..nvml import GpuMemory
 from ..outcome import Outcome
 from ..plan.env import job_env
 from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
+from ..plan.slots import SlotPool
 from .job.wire import Ticket
 
-EnvKey = tuple[tuple[str, str], ...]
 
+@dataclass(frozen=True)
+class Ahead:
+    """What a backend that makes processes ahead (`Execution.warm`) is shown to plan them: the
+    slots as they are now, how many jobs are still to start, and the environment the next job
+    on a slot group would have, as far as it can be told now. How many to make is its own
+    business (the local backend: plan.slots.spare_counts)."""
 
-def env_key(env: Mapping[str, str]) -> EnvKey:
-    """An environment as a dict key: a warm spare is matched to a job by it."""
-    return tuple(sorted(env.items()))
-
-
-# What a backend's `prepare` is asked for: per environment, the environment and how many jobs
-# to have ready for it.
-Wanted = Mapping[EnvKey, tuple[Mapping[str, str], int]]
+    pool: SlotPool
+    left: int  # jobs still to start (queued, and what the source will still give)
+    env_for: Callable[[str], Mapping[str, str]]  # a slot group -> its next job's environment
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,10 @@ class Backend(Protocol):
         if there is none): the sweep then holds its queue. A backend without one: False."""
         ...
 
-    def prepare(self, wanted: Wanted) -> None:
-        """Warm start: keep `count` processes made ahead, waiting, for each environment
-        `wanted` names (keyed by `env_key(env)`), and none for any other. A backend that
-        cannot make processes ahead does nothing."""
+    def prepare(self, ahead: Ahead) -> None:
+        """Warm start (asked only where `Execution.warm`): keep the processes made ahead that
+        the jobs still to start will want, from what `ahead` shows, and none for any other
+        environment. A backend that cannot make processes ahead does nothing."""
         ...
 
     def stop(self, handle: JobHandle, force: bool) -> None:
@@ -123,7 +124,7 @@ class Execution:
     settings: LauncherSettings
     memory_total: Mapping[str, int | None]  # MB per group, where known (this machine's GPUs)
     cores: int  # the cores one group's slots share (each job's threads: cores // slots)
-    warm: bool = False  # whether the backend makes spares ahead (`Backend.prepare`)
+    warm: bool = False  # whether the backend makes processes ahead (`Backend.prepare`)
     packs: bool = False  # jobs_per_gpu=auto with memory figures: GPUs take jobs by memory
     _envs: dict[tuple[str, int | None], dict[str, str]] = field(default_factory=dict, repr=False)
 

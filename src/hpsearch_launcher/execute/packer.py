@@ -13,9 +13,9 @@ from ..outcome import Outcome
 from ..plan.jobs import Job
 from ..plan.packing import Estimates, GpuBook, advice, kind_of
 from ..plan.settings import LauncherSettingsError
-from ..plan.slots import SlotPool, spare_counts
+from ..plan.slots import SlotPool
 from ..record.reports import reported_cap_mb, reported_peak_mb
-from .backend import EnvKey, Execution, Wanted, env_key
+from .backend import Execution
 from .failures import is_out_of_memory
 from .run import Run
 
@@ -80,16 +80,6 @@ class Packer:
             return self.execution.job_env(group)
         need = self.need(head)
         return self.execution.job_env(group, whole=need is None, cap_mb=need)
-
-    def spares_wanted(self, pool: SlotPool, left: int, head: Run | None) -> Wanted:
-        """Warm start: the spares each slot group wants (plan.slots.spare_counts) for `left`
-        jobs still to start, by environment (that of the next job, `head`, as far as it can
-        be told now)."""
-        wanted: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
-        for group, count in spare_counts(pool, left):
-            env = self.spare_env(group, head)
-            wanted[env_key(env)] = (env, count)
-        return wanted
 
     def book_start(self, run: Run, device: str) -> dict[str, str]:
         """The environment of the job's attempt on `device`, its reservation booked there:

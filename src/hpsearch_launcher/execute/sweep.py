@@ -23,7 +23,7 @@ from ..record.progress import SweepState, counted, make_progress
 from ..record.recorder import Recorder
 from ..record.reports import ReportReader
 from ..stream import Ask, JobSource
-from .backend import Execution, Wanted
+from .backend import Ahead, Execution
 from .bookkeeper import Bookkeeper
 from .failures import alone_words
 from .packer import Packer
@@ -85,7 +85,7 @@ class Sweep:
                         self.room.grow()
                     holding = self._start_ready()
                     if self.execution.warm:
-                        self.backend.prepare(self._spares_wanted())
+                        self.backend.prepare(self._ahead())
                     self._wait(HOLD_POLL_S if holding else POLL_S)
                     self._read_reports()
                     self.book.flush()
@@ -132,11 +132,12 @@ class Sweep:
     def recorder(self) -> Recorder:
         return self.book.recorder
 
-    def _spares_wanted(self) -> Wanted:
-        """Warm start: the spares each slot group wants, for the jobs still to start."""
+    def _ahead(self) -> Ahead:
+        """Warm start: what the backend is shown to plan its processes made ahead."""
         more = self.source.remaining()  # None: it cannot say; a slot's worth for each group
         left = len(self.queue) + (self.pool.slots * len(self.pool.groups) if more is None else more)
-        return self.packer.spares_wanted(self.pool, left, self._head)
+        head = self._head
+        return Ahead(self.pool, left, lambda group: self.packer.spare_env(group, head))
 
     @property
     def _head(self) -> Run | None:

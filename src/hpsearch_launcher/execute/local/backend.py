@@ -26,7 +26,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from ..backend import JobHandle, JobSpec, Wanted, env_key
+from ..backend import Ahead, JobHandle, JobSpec
 from ..job.child import BOOT
 from ..job.wire import job_line
 from ..payload import sweep_sys_path
@@ -36,7 +36,7 @@ from .job_process import LocalHandle, end_trees, hand_over, signal_tree
 from .leftovers import Leftovers
 from .scratch import Scratch
 from .spare import Preloads, StatusReader
-from .spare_pool import SparePool
+from .spare_pool import SparePool, env_key, spares_for
 
 
 class LocalBackend:
@@ -105,16 +105,18 @@ class LocalBackend:
         so the next job should wait for it rather than start cold."""
         return self.forking.coming(env)
 
-    def prepare(self, wanted: Wanted) -> None:
-        """Keep `count` waiting spares for each environment in `wanted`, none for others:
-        dead or stuck spares are dropped (and so replaced), surplus ones killed, missing ones
-        made, waiting ones asked for the modules learned since they were made. Forking: the
-        server (made at the first job, `warming`) asked for those modules instead."""
+    def prepare(self, ahead: Ahead) -> None:
+        """Keep a waiting spare for each busy slot, for the jobs still to start, with its
+        group's next environment, none for others: dead or stuck spares are dropped (and so
+        replaced), surplus ones killed, missing ones made, waiting ones asked for the modules
+        learned since they were made. Forking: the server (made at the first job, `warming`)
+        asked for those modules instead, while jobs are still to start."""
         self.forking.check()
+        spares = spares_for(ahead)
         if self.forking.active:
-            self.forking.prepare(any(count for _, count in wanted.values()))
+            self.forking.prepare(any(count for _, count in spares.values()))
             return
-        self.spares.refill(wanted)
+        self.spares.refill(spares)
 
     def _spawn(
         self,

@@ -1,4 +1,4 @@
-"""The local backend's warm spares, per environment (execute.backend's `EnvKey`): made ahead
+"""The local backend's warm spares, per environment (`EnvKey`): made ahead
 of need, asked for the modules learned since, handed over one at a time, dropped when dead or
 stuck (and so replaced), killed when nobody needs them. A spare has no job to lose.
 """
@@ -13,10 +13,15 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ..backend import EnvKey, Wanted
+from ...plan.slots import spare_counts
+from ..backend import Ahead
 from ..job.wire import more_line
 from .job_process import KILL_WAIT_S
 from .spare import Preloads, Spare, StatusReader
+
+EnvKey = tuple[tuple[str, str], ...]
+# Per environment: the environment and how many spares to keep waiting for it.
+Wanted = Mapping[EnvKey, tuple[Mapping[str, str], int]]
 
 MAX_SPARE_DEATHS = 3  # spares of one environment that died waiting: then no more are made
 log = logging.getLogger("hpsearch.launcher")
@@ -24,6 +29,21 @@ log = logging.getLogger("hpsearch.launcher")
 # A fresh process waiting for its job: (its environment, its early log, the modules to import
 # ahead) -> the process and its status pipe.
 Spawn = Callable[[Mapping[str, str], str, list[str]], tuple[subprocess.Popen[bytes], StatusReader]]
+
+
+def env_key(env: Mapping[str, str]) -> EnvKey:
+    """An environment as a dict key: a warm spare is matched to a job by it."""
+    return tuple(sorted(env.items()))
+
+
+def spares_for(ahead: Ahead) -> Wanted:
+    """The spares each slot group wants (plan.slots.spare_counts) for the jobs still to start,
+    by environment (that of the group's next job)."""
+    spares: dict[EnvKey, tuple[Mapping[str, str], int]] = {}
+    for group, count in spare_counts(ahead.pool, ahead.left):
+        env = ahead.env_for(group)
+        spares[env_key(env)] = (env, count)
+    return spares
 
 
 class SparePool:

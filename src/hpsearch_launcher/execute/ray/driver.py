@@ -26,7 +26,7 @@ from typing import Any
 from ... import contract
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
-from ..backend import Execution, JobHandle, JobSpec, Wanted
+from ..backend import Ahead, Execution, JobHandle, JobSpec
 from ..job.remote import write_mark
 from ..payload import sweep_sys_path
 from .handle import RayHandle, first_line
@@ -79,7 +79,7 @@ class RayBackend:
         """Ray starts its workers itself: nothing on its way here."""
         return False
 
-    def prepare(self, wanted: Wanted) -> None:
+    def prepare(self, ahead: Ahead) -> None:
         """Ray starts its workers itself (a pool made ahead): nothing to prepare here."""
 
     def stop(self, handle: JobHandle, force: bool) -> None:
