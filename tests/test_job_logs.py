@@ -68,8 +68,8 @@ def test_what_a_spare_imports_ahead_prints_nowhere(tmp_path: Path) -> None:
     )
     code = (
         "import sys\n"
-        "from hpsearch_launcher.execute.job.child_status import Status, preload_modules\n"
-        "preload_modules(['noisy'], Status(-1))\n"
+        "from hpsearch_launcher.execute.job.child_status import StatusPipe, preload_modules\n"
+        "preload_modules(['noisy'], StatusPipe(-1))\n"
         "print('noisy' in sys.modules)"
     )
     done = subprocess.run(

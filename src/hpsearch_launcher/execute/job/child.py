@@ -32,7 +32,7 @@ from ...atomic import write_json_atomic
 from ...contract import END_FILE, REPORTS, REPORTS_FILE
 from ...outcome import PackedJobReturn, TaskEnd, TaskResult
 from ...text import short_repr
-from .child_status import ImportWatch, Status, preload_modules
+from .child_status import ImportWatch, StatusPipe, preload_modules
 from .subreaper import become_subreaper, descendants
 from .task_error import RaisedPastHydra, described, picklable_error, print_error
 from .wire import Ticket, more_modules
@@ -53,7 +53,7 @@ def main(task_file: str, early_log: str, preload: list[str], status_fd: int = -1
     start_parent_watchdog(int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid()))
     become_subreaper()  # what it starts stays in its tree (execute.local.leftovers)
     redirect(early_log, early_log)
-    status = Status(status_fd)
+    status = StatusPipe(status_fd)
     import cloudpickle
 
     with open(task_file, "rb") as f:
@@ -78,7 +78,7 @@ def discover_hydra_plugins() -> None:
     Plugins.instance()
 
 
-def run_job_file(job_file: str, task: Any, status: Status, keep: str | None = None) -> NoReturn:
+def run_job_file(job_file: str, task: Any, status: StatusPipe, keep: str | None = None) -> NoReturn:
     """Run the job `job_file` names with `task` (the unpickled hydra context, task function
     and singleton state), its output in the job's own log files (`keep`'s content first),
     write its result and end the process: the same for a spawned process and a forked one.

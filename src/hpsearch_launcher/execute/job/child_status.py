@@ -20,7 +20,7 @@ from .wire import Said, StatusLine
 IMPORT_WATCH_S = 0.5  # how often a running job's new imports are looked for
 
 
-class Status:
+class StatusPipe:
     """This process's line to the sweep (a pipe; -1: none). A sweep that stopped reading (it
     handed the job on, or ended) is no error: the line is lost, nothing else."""
 
@@ -42,7 +42,7 @@ class ImportWatch:
     IMPORT_WATCH_S, so spares learn while the first jobs still run): a thread that compares
     `sys.modules` with what this process had when the job began."""
 
-    def __init__(self, status: Status) -> None:
+    def __init__(self, status: StatusPipe) -> None:
         self.status = status
         self.seen = set(sys.modules)
         self._lock = threading.Lock()
@@ -74,7 +74,7 @@ def _is_imported(module: Any) -> bool:
         return False
 
 
-def preload_modules(modules: Sequence[str], status: Status) -> None:
+def preload_modules(modules: Sequence[str], status: StatusPipe) -> None:
     """Import what the job will need, ahead of it, its output discarded; each import timed and
     told to the sweep. A failure is reported, not raised: the job meets it, if it needs it."""
     import importlib

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..job.child import run_job_file
-from ..job.child_status import Status
+from ..job.child_status import StatusPipe
 from ..job.subreaper import become_subreaper
 from ..job.wire import MESSAGE_MAX, Fork, Said, StatusLine, Ticket, WireError, decode
 
@@ -55,7 +55,7 @@ def become_job(task: Any, message: Fork, status_fd: int) -> NoReturn:
         os.setsid()  # its own session and process group: ended as a tree, Ctrl-C spared
         become_subreaper()  # what it starts stays in its tree (execute.local.leftovers)
         apply_env(message.env, message.unset)
-        status = Status(status_fd)
+        status = StatusPipe(status_fd)
         reseed()
         status.send(StatusLine(Said.STARTED))
     except BaseException as err:

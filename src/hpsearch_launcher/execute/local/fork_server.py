@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 
 from ..job.child import discover_hydra_plugins, redirect
 from ..job.child import start_parent_watchdog as start_watchdog
-from ..job.child_status import Status, preload_modules
+from ..job.child_status import StatusPipe, preload_modules
 from ..job.wire import (
     MESSAGE_MAX,
     Ahead,
@@ -68,7 +68,7 @@ def main(
     sweep = int(os.environ.get("HPSEARCH_PARENT_PID") or os.getppid())
     start_watchdog(sweep)  # it sleeps, holding nothing a child could need: safe across a fork
     redirect(early_log, early_log)
-    status = Status(status_fd)
+    status = StatusPipe(status_fd)
     control = socket.socket(fileno=control_fd)
     control.set_inheritable(False)
     own_threads = {t.ident for t in threading.enumerate()}
@@ -114,7 +114,7 @@ class Server:
     def __init__(
         self,
         task: Any,
-        status: Status,
+        status: StatusPipe,
         control: socket.socket,
         own_threads: set[int | None],
     ) -> None:
