@@ -106,12 +106,12 @@ def test_once_nvml_lists_our_pids_a_job_it_does_not_list_holds_nothing() -> None
     pool, packer = SlotPool(["0"], 8), Packer(execution)
     gpus = Room(execution, pool, SweepState(total=2), packer)
     assert packer.book is not None
-    a = Run(job=None, device="0", handle=Pids(101))  # type: ignore[arg-type]
+    a = Run(job=None, group="0", handle=Pids(101))  # type: ignore[arg-type]
     packer.book.reserve("0", id(a), 1000)
     gpus.poll([a], waiting=True)
     assert packer.book.others["0"] == 300 and a.peak_mb == 1000
     packer.book.release(id(a))
-    b = Run(job=None, device="0", handle=Pids(102))  # type: ignore[arg-type]
+    b = Run(job=None, group="0", handle=Pids(102))  # type: ignore[arg-type]
     packer.book.reserve("0", id(b), 1000)
     gpus.freed = True  # a slot freed: asked again at once
     gpus.poll([b], waiting=True)

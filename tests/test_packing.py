@@ -64,7 +64,7 @@ def test_after_an_out_of_memory_its_kinds_next_jobs_run_alone() -> None:
     run = Run(job=None, kind="small")  # type: ignore[arg-type]
     env = pack.book_start(run, "0")
     assert run.cap_mb == need_mb(1000) and not run.alone, env
-    pack.ended(run, Outcome(Ending.RAISED, detail="RuntimeError: CUDA out of memory."))
+    pack.released(run, Outcome(Ending.RAISED, detail="RuntimeError: CUDA out of memory."))
     after = Run(job=None, kind="small")  # type: ignore[arg-type]
     assert pack.need(after) is None
     pack.book_start(after, "0")

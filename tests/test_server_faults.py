@@ -158,7 +158,7 @@ def test_an_exit_its_server_does_not_reap_is_told_within_the_bound(
         watcher.start()
         wait_until(lambda: bool(told), 10, "the unreaped exit to be told")
         assert told[0] == pid and not codes
-        child.ended(0)  # as the server's word, once it is killed and the sweep adopts it
+        child.exited(0)  # as the server's word, once it is killed and the sweep adopts it
         watcher.join(timeout=10)
         assert codes == [0]
         with pytest.raises(subprocess.TimeoutExpired):

@@ -199,8 +199,8 @@ FORK_SERVER = (
     Planted(
         "fork: no watchdog on the server",
         "execute/local/fork_server.py",
-        "start_watchdog(os.getppid())  # the server",
-        "pass  # the server",
+        "start_watchdog(sweep)  # it sleeps",
+        "pass  # it sleeps",
         FORK_TESTS,
     ),
     Planted(
@@ -299,15 +299,15 @@ FORK_SERVER = (
     Planted(
         "forked: an orphan not killed",
         "execute/local/fork_client.py",
-        "            _kill_tree(child.pid)\n            with",
-        "            with",
+        "                        _kill_tree(message.pid)\n                        continue",
+        "                        continue",
         FORK_TESTS,
     ),
     Planted(
         "forked: an orphan not taken as killed",
-        "execute/local/fork_client.py",
-        "child.ended(-signal.SIGKILL)",
-        "child.ended(0)",
+        "execute/local/forked_process.py",
+        "self.exited(-signal.SIGKILL, lost)",
+        "self.exited(0, lost)",
         FORK_TESTS,
     ),
     Planted(
@@ -327,14 +327,14 @@ FORK_SERVER = (
     Planted(
         "forking: a dead server not fallen back from",
         "execute/local/fork_policy.py",
-        'self._fall_back(f"the fork server ended ({code}): see {server.spare.log}")',
-        "pass",
+        "                self._fall_back(why)\n",
+        "                pass\n",
         FORK_TESTS,
     ),
     Planted(
         "forking: a failed fork not fallen back from",
         "execute/local/fork_policy.py",
-        "self._fall_back(self._fork_failure)",
+        "self._fall_back(str(err))",
         "pass",
         FORK_TESTS,
     ),

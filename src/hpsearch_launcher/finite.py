@@ -1,9 +1,16 @@
-"""Whether a value is a finite number: the one check behind every "finite number" the launcher
-and its job-side API accept (a return value, a report, a results cell, a reported peak)."""
+"""Whether a value is a number, and a finite one: the one check behind every number the launcher
+and its job-side API accept (a setting, a return value, a report, a results cell, a reported
+peak)."""
 
 from __future__ import annotations
 
 import math
+
+
+def is_number(value: object) -> bool:
+    """An int or a float, not a bool (NaN and inf included): what a numeric setting or a results
+    table's number is."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def finite_float(value: object) -> float | None:

@@ -184,8 +184,8 @@ def _announce(execution: Execution, feed: Feed, config: DictConfig) -> None:
     if feed.at_most is not None and (slots is None or feed.at_most[0] < slots):
         count, setting = feed.at_most
         at_a_time = f"{count} at a time ({setting}={count}; the slots would take {at_a_time})"
-    where, sweep_dir = execution.where, config.hydra.sweep.dir
-    log.info("hpsearch: %s on %s, %s; sweep dir %s", feed.what, where, at_a_time, sweep_dir)
+    resources, sweep_dir = execution.resources, config.hydra.sweep.dir
+    log.info("hpsearch: %s on %s, %s; sweep dir %s", feed.what, resources, at_a_time, sweep_dir)
 
 
 def _run(sweep: Sweep, config: DictConfig) -> None:

@@ -17,7 +17,10 @@ from hydra.core.utils import JobReturn
 
 
 class TaskEnd(enum.Enum):
-    """What the job's own process saw of its task."""
+    """What the job's own process saw of its task: its word, carried across the process line
+    in a `TaskResult`. `Ending` is the sweep's, which alone knows the ends a job's process
+    cannot tell (timed out, pruned, interrupted, lost, out of memory); kept apart, a job's
+    process can only ever claim the four below, and `outcome_of` maps them."""
 
     RETURNED = "returned"  # run_job returned: the JobReturn holds the value
     RAISED = "raised"  # the task raised: the JobReturn holds a picklable error
@@ -122,7 +125,7 @@ class Outcome:
         return self.ending is Ending.RETURNED
 
     @property
-    def ended(self) -> bool:
+    def finished(self) -> bool:
         """It ended as the sweep wanted (returned, or pruned): not a failure."""
         return self.ending in (Ending.RETURNED, Ending.PRUNED)
 

@@ -73,7 +73,7 @@ def read_results(sweep_dir: str | Path) -> Any:
     rows = [[table.rows[num].get(c, "") for c in columns] for num in sorted(table.rows)]
     frame = pd.DataFrame(rows, columns=columns, dtype=object)
     numbers = [*table.values, *NUMBERS]
-    numbers += [p for p in table.params if all(_is_number(v) for v in frame[p] if v != "")]
+    numbers += [p for p in table.params if all(_numeric_text(v) for v in frame[p] if v != "")]
     for column in columns:
         if column in (*INTEGERS, *numbers):
             cells = pd.to_numeric(frame[column].where(frame[column] != ""))  # "" -> NaN
@@ -81,7 +81,7 @@ def read_results(sweep_dir: str | Path) -> Any:
     return frame
 
 
-def _is_number(text: str) -> bool:
+def _numeric_text(text: str) -> bool:
     try:
         float(text)
     except ValueError:

@@ -32,11 +32,6 @@ def is_whole(value: Any, least: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= least
 
 
-def is_number(value: Any) -> bool:
-    """Whether `value` is an int or a float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class Checks:
     """The checks of one value for one section of settings (`hydra.<section>.*`): each gives

@@ -12,7 +12,7 @@ from typing import Any
 from hpsearch_launcher.record import recorder as recorder_module
 
 FAIL_JOB = int(os.environ["FAULTY_RECORD_JOB"])
-_original = recorder_module.Recorder.ended
+_original = recorder_module.Recorder.write_end
 
 
 def ended(self: Any, attempt: Any) -> Any:
@@ -21,6 +21,6 @@ def ended(self: Any, attempt: Any) -> Any:
     return _original(self, attempt)
 
 
-recorder_module.Recorder.ended = ended  # type: ignore[method-assign]
+recorder_module.Recorder.write_end = ended  # type: ignore[method-assign]
 sys.argv[0] = str(Path(__file__).with_name("probe.py"))
 runpy.run_path(sys.argv[0], run_name="__main__")

@@ -120,7 +120,7 @@ class Execution:
     backend: Backend
     groups: tuple[str, ...]  # slot groups: GPU ids, ("cpu",), or a cluster's "ray:0", ...
     slots: int  # per group (jobs_per_gpu=auto: the most a GPU may hold; memory decides)
-    where: str  # "GPU 0,1", "the CPU", "Ray (2 nodes, 4 GPUs)"
+    resources: str  # what its jobs run on, in words: "GPU 0,1", "the CPU", "Ray (2 nodes, 4 GPUs)"
     settings: LauncherSettings
     memory_total: Mapping[str, int | None]  # MB per group, where known (this machine's GPUs)
     cores: int  # the cores one group's slots share (each job's threads: cores // slots)

@@ -87,17 +87,17 @@ class Bookkeeper:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def ended(self, run: Run, outcome: Outcome, where: str, seconds: float) -> JobReturn:
-        """Record a run's end (its last attempt, on `where`, for `seconds`), tell its
+    def record_end(self, run: Run, outcome: Outcome, placement: str, seconds: float) -> JobReturn:
+        """Record a run's end (its last attempt, at `placement`, for `seconds`), tell its
         source, count it; the JobReturn the sweeper gets for it."""
         if run.reports is not None and run.pruning is None:
             for late in run.reports.read():  # written just before it ended: the source hears all
                 self.source.report(run.key, *late)
         if run.pruning is not None and run.dir is not None:  # its process is gone: answered
             (run.dir / STOP_FILE).unlink(missing_ok=True)
-        attempt = run.attempt(outcome, where)
+        attempt = run.attempt(outcome, placement)
         crash_point("job-ended")
-        ret = self.recorder.ended(attempt)
+        ret = self.recorder.write_end(attempt)
         run.state = RunState.ENDED
         status = status_of(outcome)
         crash_point("recorded")  # in results.jsonl; the source (a study) not yet told
@@ -112,7 +112,7 @@ class Bookkeeper:
             self.state.interrupted += 1
         else:
             self.state.failed += 1
-        _log_end(run, outcome, ret, f"{device_label(where)}  {run.job.label}  {seconds:.1f}s")
+        _log_end(run, outcome, ret, f"{device_label(placement)}  {run.job.label}  {seconds:.1f}s")
         return ret
 
     def counts(self, queued: int, running: Sequence[Run], packs: bool) -> SweepState:
@@ -123,7 +123,7 @@ class Bookkeeper:
         if packs:
             self.state.slots = max(self.state.slots, len(running))
         for run in running:
-            self.state.running.setdefault(run.device, []).append(run.job.label)
+            self.state.running.setdefault(run.group, []).append(run.job.label)
         return self.state
 
     def flush(self, force: bool = False) -> None:

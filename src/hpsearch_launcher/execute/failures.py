@@ -28,11 +28,11 @@ _OOM = re.compile(
 )
 
 
-def alone_words(device: str) -> tuple[str, str]:
-    """How a job retried alone on `device` runs, and what its running out of memory there
+def alone_words(group: str) -> tuple[str, str]:
+    """How a job retried alone on `group` runs, and what its running out of memory there
     again says, in words. A GPU it has alone, with the whole memory; the CPU (a sweep without
     GPUs) it has with no other job running beside it, and the host's memory is all there is."""
-    if device == CPU:
+    if group == CPU:
         return (
             "alone, with no other job running beside it",
             "the job needs more memory than this machine has free",

@@ -81,24 +81,24 @@ class Packer:
         need = self.need(head)
         return self.execution.job_env(group, whole=need is None, cap_mb=need)
 
-    def book_start(self, run: Run, device: str) -> dict[str, str]:
-        """The environment of the job's attempt on `device`, its reservation booked there:
+    def book_start(self, run: Run, group: str) -> dict[str, str]:
+        """The environment of the job's attempt on `group`, its reservation booked there:
         packed, capped at its kind's need (or alone with the whole GPU, its kind unknown);
         else its slot's (or the whole GPU's, for a retry alone)."""
         run.peak_mb = 0
         if self.book is None:
             run.alone = run.whole
-            env = self.execution.job_env(device, whole=run.whole)
+            env = self.execution.job_env(group, whole=run.whole)
         else:
             need = None if run.whole else self.need(run)
             run.alone = need is None
-            self.book.reserve(device, id(run), need)
-            env = self.execution.job_env(device, whole=run.alone, cap_mb=need)
+            self.book.reserve(group, id(run), need)
+            env = self.execution.job_env(group, whole=run.alone, cap_mb=need)
         cap = env.get(MEMORY_LIMIT_MB)
         run.cap_mb = int(cap) if cap else None
         return env
 
-    def ended(self, run: Run, outcome: Outcome) -> None:
+    def released(self, run: Run, outcome: Outcome) -> None:
         """The job's attempt is over, its process gone: its peak (measured, or as it reported
         it), its booking freed, and its kind's estimate learned from it."""
         if run.dir is not None:
@@ -111,7 +111,7 @@ class Packer:
             return
         self.book.release(id(run))
         tail = run.handle.log_tail() if run.handle is not None and not outcome.ok else ""
-        if not outcome.ended and is_out_of_memory(outcome, tail):
+        if not outcome.finished and is_out_of_memory(outcome, tail):
             self.estimates.outgrown(run.kind)  # its next jobs run alone, and are measured
         elif run.peak_mb:
             self.estimates.learn(run.kind, run.peak_mb)

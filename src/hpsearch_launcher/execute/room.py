@@ -50,7 +50,7 @@ class Room:
         if not self.freed and now - self._asked < MEMORY_POLL_S:
             return
         self._asked, self.freed = now, False
-        asked = {r.device for r in running} | (set(self.pool.groups) if waiting else set())
+        asked = {r.group for r in running} | (set(self.pool.groups) if waiting else set())
         pids: dict[int, list[int]] = {}
 
         def ours() -> Collection[int]:
@@ -66,7 +66,7 @@ class Room:
         if self.pids_visible:
             readings = {g: m._replace(ours_seen=True) for g, m in readings.items()}
         for run in running:
-            memory = readings.get(run.device)
+            memory = readings.get(run.group)
             if memory is not None and id(run) in pids:
                 held = sum(memory.by_pid.get(pid, 0) for pid in pids[id(run)])
                 run.peak_mb = max(run.peak_mb, held)

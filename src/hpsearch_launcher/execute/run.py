@@ -54,7 +54,7 @@ class Run:
 
     job: Job
     state: RunState = RunState.QUEUED
-    device: str = ""
+    group: str = ""  # the slot group its attempt holds (a GPU id, cpu, ray:0)
     handle: JobHandle | None = None
     started: float = 0.0  # monotonic, of the current attempt
     started_wall: float = 0.0
@@ -105,13 +105,13 @@ class Run:
             subdir=self.dir.name if job.name else "",
         )
 
-    def attempt(self, outcome: Outcome, device: str) -> Attempt:
-        """What its last attempt became, for the recorder (`device`: where it ran)."""
+    def attempt(self, outcome: Outcome, placement: str) -> Attempt:
+        """What its last attempt became, for the recorder (`placement`: where it ran)."""
         step, value = self.reports.last if self.reports is not None else (None, None)
         return Attempt(
             self.job,
             outcome,
-            device,
+            placement,
             self.started_wall,
             self.attempts,
             self.dir or run_dir(self.job),
@@ -130,7 +130,7 @@ class Run:
         oom = is_out_of_memory(outcome, tail)
         if oom and self.alone:  # more memory than this cannot be given: no retry
             cap = f" ({self.cap_mb} MB)" if self.cap_mb else ""
-            alone, too_big = alone_words(self.device)
+            alone, too_big = alone_words(self.group)
             self.errors.append(f"attempt {self.attempts}: out of memory {alone}{cap}: {too_big}")
             return None
         self.oom_attempts += oom

@@ -151,9 +151,9 @@ class Sweep:
         if self._warming():
             return True
         for run in list(self.whole_queue):
-            if not self.stop.signum and self.pool.acquire_whole(run.device):
+            if not self.stop.signum and self.pool.acquire_whole(run.group):
                 self.whole_queue.remove(run)
-                self._start(run, run.device)
+                self._start(run, run.group)
         while self.queue and not self.stop.signum:
             self.packer.pack(self.pool, self._head)  # its reservation may differ from the last
             if not self.pool.has_free():
@@ -172,11 +172,11 @@ class Sweep:
         group = self.pool.in_turn()[0]
         return self.backend.warming(self.packer.spare_env(group, self._head))
 
-    def _start(self, run: Run, device: str) -> None:
+    def _start(self, run: Run, group: str) -> None:
         job = run.job
-        run.device = device
+        run.group = group
         run.attempts += 1
-        env = self.packer.book_start(run, device)
+        env = self.packer.book_start(run, group)
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
@@ -195,7 +195,7 @@ class Sweep:
         self.running.add(run)
         alone = "alone, " if run.whole else ""
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
-        log.info("job %d start  %s  %s%s", job.num, device_label(device), job.label, attempt)
+        log.info("job %d start  %s  %s%s", job.num, device_label(group), job.label, attempt)
 
     def _wait(self, poll_s: float) -> None:
         """Record the jobs that end in this wait (at most `poll_s`); end those past their
@@ -226,14 +226,14 @@ class Sweep:
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         outcome = returned(run, outcome)
-        self.pool.release(run.device, whole=run.whole)
+        self.pool.release(run.group, whole=run.whole)
         self.room.freed = True
-        self.packer.ended(run, outcome)
-        if retry and not outcome.ended and self._retry(run, outcome):
+        self.packer.released(run, outcome)
+        if retry and not outcome.finished and self._retry(run, outcome):
             return
         assert run.dir is not None or outcome.ending is Ending.NOT_STARTED
-        where = outcome.placement or run.device  # the backend's word when it chose the place
-        self.book.ended(run, outcome, where, time.monotonic() - run.started)
+        placement = outcome.placement or run.group  # the backend's word when it chose
+        self.book.record_end(run, outcome, placement, time.monotonic() - run.started)
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone after running out of memory."""
@@ -246,8 +246,8 @@ class Sweep:
             log.warning(
                 "job %d ran out of memory on %s: retrying %s (%s)",
                 run.job.num,
-                device_label(run.device),
-                alone_words(run.device)[0],
+                device_label(run.group),
+                alone_words(run.group)[0],
                 outcome.reason,
             )
         else:

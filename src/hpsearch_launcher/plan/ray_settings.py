@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import RaySettings
-from ..setting_checks import is_number
+from ..finite import is_number
 from .refusal import fail
 
 _RAY_ADDRESS = re.compile(r"^(auto|ray://\S+|[\w.-]+:\d+)$")

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
-from ..setting_checks import is_number
+from ..finite import is_number
 from .backends import BACKENDS, SECTIONS, Section
 from .preload import denied
 from .pruning import RULES

@@ -1,8 +1,10 @@
 """Which GPUs a sweep uses and which slot each job takes: round-robin over free slots.
 
 Words: a *GPU* is an id as nvidia-smi lists it; a *slot group* is what the pool hands out
-slots of (a GPU id, `cpu`, or one GPU's worth of a Ray cluster, `ray:0`); a *placement* is
-where a backend says a job ran (Ray's `0@10.0.0.5/3f2a9c1b`).
+slots of (a GPU id, `cpu`, or one GPU's worth of a Ray cluster, `ray:0`: a run's `group`); a
+*placement* is where a backend says a job ran (Ray's `0@10.0.0.5/3f2a9c1b`), and results.csv's
+`device` column is the placement, or the group where the backend chose none; an execution's
+*resources* are all of them in words (`GPU 0,1`, `Ray (2 nodes, 4 GPUs)`).
 
 Pure functions and a small state machine, tested with fake GPU ids; nothing here starts a
 process or touches a GPU (NVML is asked only through a function you pass).

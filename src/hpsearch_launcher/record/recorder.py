@@ -107,7 +107,7 @@ class Recorder:
         ret = make_return(job, JobStatus.COMPLETED, adopted.value, str(adopted.run_dir))
         outcome = Outcome(Ending.RETURNED, job_return=ret)
         step, value = reports.last
-        ret = self.ended(
+        ret = self.write_end(
             Attempt(job, outcome, "", adopted.ended, 1, adopted.run_dir, (), step, value)
         )
         return ret, points
@@ -127,7 +127,7 @@ class Recorder:
         if moved is not None:
             log.info("job %d: the earlier unfinished attempt in %s is now %s", job.num, path, moved)
 
-    def ended(self, attempt: Attempt) -> JobReturn:
+    def write_end(self, attempt: Attempt) -> JobReturn:
         """Record a job's last attempt; return what the sweeper gets for it. A pruned job
         returns its last value, as completed (a grid's sweeper must not fail on it: the
         pruner judged, the job did not fail)."""
@@ -174,7 +174,7 @@ class Recorder:
             "config_hash": job.config_hash,
             "error": attempt.error,
             # Completed or pruned: its return value is stored for resume.
-            "return": stored_return(value, job.num, self.notices) if outcome.ended else "",
+            "return": stored_return(value, job.num, self.notices) if outcome.finished else "",
         }
         assert tuple(tail) == TAIL, "a fixed column is declared in columns.TAIL, filled here"
         return row | tail

@@ -7,8 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from ..finite import finite_float
-from .rows import is_number
+from ..finite import finite_float, is_number
 
 
 class ReportReader:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import METRICS_FILE
-from ..finite import finite_float
+from ..finite import finite_float, is_number
 from ..notices import Notices
 from .table import STATUS, TAIL
 
@@ -20,11 +20,6 @@ log = logging.getLogger("hpsearch.launcher")
 
 MAX_RETURN_CHARS = 100_000  # a longer return value is not stored (resume runs the job again)
 RESERVED = frozenset({"job", STATUS, *TAIL})
-
-
-def is_number(value: Any) -> bool:
-    """A real number a table can hold: int or float, not bool (NaN and inf included)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def finite(value: Any) -> float | None:

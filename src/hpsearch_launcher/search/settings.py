@@ -9,7 +9,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from ..setting_checks import Checks, is_number, nearest
+from ..finite import is_number
+from ..setting_checks import Checks, nearest
 from .config import SearchSettings
 from .refusal import SearchSettingsError
 from .sampler_config import DEFAULT_SAMPLER, SAMPLER_CONFIGS

@@ -182,7 +182,7 @@ class ForkServer:
                     if refused is not None:
                         refused.set_exception(ForkRefused(message.why))
                 elif isinstance(message, Exited) and message.pid in self._children:
-                    self._children.pop(message.pid).ended(message.code)
+                    self._children.pop(message.pid).exited(message.code)
         self._orphaned()
 
     def _orphaned(self) -> None:

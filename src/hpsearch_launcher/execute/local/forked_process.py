@@ -49,7 +49,7 @@ class ForkedProcess:
         except OSError:  # it has ended and been reaped already: the server tells it
             self._pidfd = None
 
-    def ended(self, code: int, lost: str | None = None) -> None:
+    def exited(self, code: int, lost: str | None = None) -> None:
         """Its exit status (the first word on it counts: the server's, or the sweep's reap)."""
         with self._lock:
             if not self._ended.is_set():
@@ -102,10 +102,10 @@ class ForkedProcess:
             pid = 0
             if self._server_gone:  # and its server is gone: init reaped it, nobody can say
                 lost = "it ended with the fork server, which was not the sweep's to reap"
-                self.ended(-signal.SIGKILL, lost)
+                self.exited(-signal.SIGKILL, lost)
                 return
         if pid:
-            self.ended(os.waitstatus_to_exitcode(status))
+            self.exited(os.waitstatus_to_exitcode(status))
         elif self._ended.wait(ENDED_POLL_S) is False and time.monotonic() - exited_at > REAP_S:
             self._unreaped(self.pid)
 
