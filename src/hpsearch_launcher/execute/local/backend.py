@@ -32,7 +32,7 @@ from ..job.wire import job_line
 from ..payload import sweep_sys_path
 from .fork_policy import Forking
 from .fork_server import BOOT as SERVER_BOOT
-from .job_process import LocalHandle, end_trees, hand_over, signal_tree
+from .job_process import Listeners, LocalHandle, WarmPath, end_trees, hand_over, signal_tree
 from .leftovers import Leftovers
 from .scratch import Scratch
 from .spare import Preloads, StatusReader
@@ -62,9 +62,8 @@ class LocalBackend:
         # None: `preload: auto`.
         self.preloads = Preloads(None if preload is None else tuple(preload))
         self.spares = SparePool(self.dir, self.preloads, max_preparing, self._spawn)
-        self.forking = Forking(
-            self.dir, self.preloads, self._spawn, fork, holds_gpu, self.leftovers
-        )
+        self.listeners = Listeners(self.preloads, self.leftovers)
+        self.forking = Forking(self.dir, self.listeners, self._spawn, fork, holds_gpu)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> LocalHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
@@ -85,20 +84,12 @@ class LocalBackend:
         if spare is not None:
             try:
                 hand_over(spare.proc, message)
-                return LocalHandle(
-                    spare.proc,
-                    spec,
-                    result,
-                    spare.status,
-                    self.preloads,
-                    self.leftovers,
-                    spare,
-                    cold,
-                )
+                warm = WarmPath(cold, spare=spare)
+                return LocalHandle(spare.proc, spec, result, spare.status, self.listeners, warm)
             except OSError:  # it died between the check and the hand-over: a cold one instead
                 self.spares.kill(spare)
         proc, status = cold()
-        return LocalHandle(proc, spec, result, status, self.preloads, self.leftovers)
+        return LocalHandle(proc, spec, result, status, self.listeners)
 
     def warming(self, env: Mapping[str, str]) -> bool:
         """Forking: whether the fork server (made now, with `env`, if need be) still imports,

@@ -17,9 +17,8 @@ from ..backend import JobSpec
 from ..job.wire import Said
 from .fork_client import FORK_READY_S, ForkRefused, ForkServer
 from .forked_process import REAP_S, is_stopped
-from .job_process import LocalHandle
-from .leftovers import Leftovers
-from .spare import PRELOAD_BOUND_S, Preloads, Spare, StatusReader
+from .job_process import Listeners, LocalHandle, WarmPath
+from .spare import PRELOAD_BOUND_S, Spare, StatusReader
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -37,15 +36,15 @@ class Forking:
     def __init__(
         self,
         dir: Path,
-        preloads: Preloads,
+        listeners: Listeners,
         spawn: ServerSpawn,
         active: bool,
         holds_gpu: Callable[[int], bool],
-        leftovers: Leftovers,
     ) -> None:
         self.dir = dir
-        self.leftovers = leftovers
-        self.preloads = preloads
+        self.listeners = listeners
+        self.leftovers = listeners.leftovers
+        self.preloads = listeners.preloads
         self.spawn = spawn
         # warm_start=fork: the fork server, until the sweep falls back to spawned spares.
         self.active = active
@@ -76,17 +75,9 @@ class Forking:
         except ForkRefused as err:
             self._fall_back(str(err))
             return None
-        return LocalHandle(
-            proc,
-            spec,
-            result,
-            StatusReader(read_end),
-            self.preloads,
-            self.leftovers,
-            cold=cold,
-            ready_by=time.monotonic() + FORK_READY_S,
-            on_fork_failure=self._fork_failed,
-        )
+        ready_by = time.monotonic() + FORK_READY_S
+        warm = WarmPath(cold, ready_by=ready_by, on_fork_failure=self._fork_failed)
+        return LocalHandle(proc, spec, result, StatusReader(read_end), self.listeners, warm)
 
     def coming(self, env: Mapping[str, str]) -> bool:
         """Whether the next job should wait for the server rather than start cold: forking,

@@ -45,6 +45,29 @@ class JobProcess(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class Listeners:
+    """The local backend's parts that hear of every job, whatever process it got: what it
+    imports (`preload: auto` learns from it), and what it leaves running (ended with it)."""
+
+    preloads: Preloads
+    leftovers: Leftovers
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmPath:
+    """A job given a process made ahead, and how that one is given up for a cold process
+    (`cold()`, a fresh process handed the job): a spare handed its job before its imports were
+    done is watched until they are, and replaced if one of them hangs or kills it; a forked
+    process says `started` by `ready_by` (time.monotonic), else it is killed, `on_fork_failure`
+    told why, and replaced."""
+
+    cold: Callable[[], tuple[JobProcess, StatusReader]]
+    spare: Spare | None = None
+    ready_by: float | None = None
+    on_fork_failure: Callable[[str], None] | None = None
+
+
 class LocalHandle:
     """One job's process: started at once, watched by a thread that resolves `outcome`."""
 
@@ -54,27 +77,20 @@ class LocalHandle:
         spec: JobSpec,
         result_path: Path,
         status: StatusReader,
-        preloads: Preloads,
-        leftovers: Leftovers,
-        spare: Spare | None = None,
-        cold: Callable[[], tuple[JobProcess, StatusReader]] | None = None,
-        ready_by: float | None = None,
-        on_fork_failure: Callable[[str], None] | None = None,
+        listeners: Listeners,
+        warm: WarmPath | None = None,
     ) -> None:
         self.proc = proc
         self.spec = spec
         self.result_path = result_path
         self.status = status
-        self.preloads = preloads
-        self.leftovers = leftovers  # what the job's process leaves running is ended with it
-        # A spare handed its job before its imports were done: watched until they are, and
-        # replaced by `cold()` (a cold process given the job) if one of them hangs.
+        self.preloads = listeners.preloads
+        self.leftovers = listeners.leftovers  # what the job's process leaves running ends with it
+        spare = warm.spare if warm is not None else None
         self.spare = spare if spare is not None and spare.batches > 0 else None
-        self._cold = cold
-        # A forked process: it says `started` by `ready_by` (time.monotonic), or it is killed,
-        # `on_fork_failure` told why, and the job given a cold process.
-        self.ready_by = ready_by
-        self._on_fork_failure = on_fork_failure
+        self._cold = warm.cold if warm is not None else None
+        self.ready_by = warm.ready_by if warm is not None else None
+        self._on_fork_failure = warm.on_fork_failure if warm is not None else None
         self._lock = threading.Lock()  # the process is replaced, or the sweep ends it: not both
         self._ended = False
         self.outcome: Future[Outcome] = Future()
