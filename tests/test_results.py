@@ -284,8 +284,8 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     final = every[every["status"] != "superseded"]
     assert sorted(final["x"]) == [0, 1, 2, 3, 4, 5]  # every job exactly once
     assert dict(zip(final["x"], final["status"], strict=True)) == {
-        0: "resumed",
-        1: "resumed",
+        0: "completed",
+        1: "completed",
         2: "completed",
         3: "completed",
         4: "completed",
@@ -337,7 +337,7 @@ def test_optuna_resumed_trials_return_stored_objectives(
     assert again.stdout.count("resumed  x=") == 4
     assert yaml.safe_load(results.read_text()) == best_first  # Optuna got the stored values
     frame = pd.read_csv(tmp_path / "sweep" / "results.csv")
-    assert len(frame) == 4 and set(frame["status"]) == {"resumed"}
+    assert len(frame) == 4 and set(frame["status"]) == {"completed"}
 
 
 def test_a_sweep_writes_the_table_at_most_so_often_and_always_at_the_end(tmp_path: Path) -> None:
