@@ -325,3 +325,10 @@ def test_a_refusal_names_the_value_as_typed_and_the_fix() -> None:
     assert refusal("launcher", "gpus", 0.5, "no") == "hydra.launcher.gpus=0.5: no"
     assert nearest("n_trails", ["n_trials", "n_jobs"]) == "n_trials"
     assert nearest("zzz", ["n_trials"]) is None
+
+
+def test_the_nearest_option_sets_case_aside_first() -> None:
+    """`CPU` shares no letter with `cpu` for difflib: the option of another case is the one."""
+    assert nearest("CPU", ["auto", "cpu", "gpu"]) == "cpu"
+    assert nearest("Median", ["none", "median", "percentile"]) == "median"
+    assert nearest("N_TRAILS", ["n_trials", "n_jobs"]) == "n_trials"
