@@ -507,3 +507,20 @@ def test_the_best_value_is_written_on_the_parallel_panel_when_values_are_close(
     assert label.get_text() == "best 0.9815"
     assert label.xy == (2, 1.0)  # lr, model, then the objective's axis: its top
     assert label.get_zorder() > max(t.get_zorder() for t in panel.texts if t is not label)
+
+
+def test_mode_says_which_way_the_objective_is_better(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep whose dir says nothing of its objective (no multirun.yaml, no .hydra/) ranks
+    higher first; `--mode min` ranks a loss lowest first, and wins over the config too."""
+    bare = make_sweep(tmp_path / "bare", RUNS, multirun=None)
+    said = make_sweep(tmp_path / "said", RUNS)  # objective.mode: max
+    for sweep_dir, argv, best in [
+        (bare, [], "0.9500"),
+        (bare, ["--mode", "min"], "0.7100"),
+        (said, ["--mode", "min"], "0.7100"),
+        (said, ["--mode", "max"], "0.9500"),
+    ]:
+        assert main([str(sweep_dir), *argv]) == 0
+        assert ranked_objectives(capsys.readouterr().out)[0] == best, argv
