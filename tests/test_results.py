@@ -162,6 +162,19 @@ def test_the_leaderboard_writes_values_as_run_dirs_do_and_names_its_metric() -> 
     assert leaderboard([best], ["lr"], "max").startswith("Leaderboard (max objective): ")
 
 
+def test_the_leaderboards_failed_and_pruned_lines_round_values_as_its_table_does() -> None:
+    """A search's lr at 6 significant digits on every line (the failures' printed all 19)."""
+    long_lr = {"lr": "0.0023834587189112567"}
+    rows = [
+        row(0, "completed", "0.8556") | long_lr,
+        row(1, "failed", error="boom") | long_lr,
+        row(2, "pruned", error="pruned at step 1 (reported 0.2)") | long_lr,
+    ]
+    text = leaderboard(rows, ["lr"], "max")
+    assert "0.0023834587" not in text, text
+    assert "job 1 lr=0.00238346: boom" in text and "job 2 lr=0.00238346: pruned at step 1" in text
+
+
 @pytest.mark.parametrize(
     ("cfg", "metric"),
     [
