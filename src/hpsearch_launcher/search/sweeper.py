@@ -122,7 +122,7 @@ def open_search(
         storage,
         make_sampler(settings, grid),
         make_pruner(settings),
-        str(sweep_dir.resolve()),
+        sweep_dir,
     )
     if settings.storage is not None:
         reconcile_storage(study, storage, space, sweep_dir)
