@@ -55,12 +55,29 @@ def test_a_cut_last_journal_line_is_left_out_and_cut_off_before_the_next(
     with caplog.at_level(logging.WARNING):
         again = ResultsTable.load(tmp_path)
     assert sorted(again.rows) == [0, 1]
-    assert "1 cut or unreadable line left out" in caplog.text
+    assert "its last line is cut (a kill mid-write)" in caplog.text and "corrupt" not in caplog.text
     again.keep()  # results.csv had all three: it is rebuilt from the truth
     assert pd.read_csv(tmp_path / "results.csv")["job"].tolist() == [0, 1]
     again.put(row(2, 2), {"x": "2"})  # the next append starts on its own line
     assert sorted(Journal.read(journal).rows) == [0, 1, 2]
     assert journal.read_bytes().count(b"\n") == 3
+
+
+def test_a_bad_line_in_the_middle_of_the_journal_is_called_corrupt_by_its_number(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kill cuts only the last line: garbage in the middle is the file's damage (an edit, a
+    disk fault), said so with its line number, not blamed on a kill; the rest is read."""
+    table = ResultsTable(tmp_path / "results.csv")
+    for job in range(3):
+        table.put(row(job, job), {"x": str(job)})
+    journal = tmp_path / JOURNAL
+    lines = journal.read_bytes().split(b"\n")
+    journal.write_bytes(b"\n".join([lines[0], b"garbage{", *lines[1:]]))
+    with caplog.at_level(logging.WARNING):
+        assert sorted(Journal.read(journal).rows) == [0, 1, 2]
+    assert f"{journal} is corrupt: line 2 is no results record (not a kill's doing" in caplog.text
+    assert "mid-write" not in caplog.text
 
 
 def test_a_lagging_results_csv_is_rebuilt_and_an_empty_one_is_no_rows(
