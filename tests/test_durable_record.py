@@ -63,6 +63,19 @@ def test_a_cut_last_journal_line_is_left_out_and_cut_off_before_the_next(
     assert journal.read_bytes().count(b"\n") == 3
 
 
+def test_the_last_of_a_jobs_journal_lines_wins(tmp_path: Path) -> None:
+    """A job's row changes by appending (its end, then superseded, then moved): read back, its
+    last line is its row, wherever other jobs' lines come between."""
+    journal = Journal(tmp_path / JOURNAL)
+    journal.append([row(0, 0) | {"status": "interrupted"}], ["x"])
+    journal.append([row(1, 1)], ["x"])
+    journal.append([row(0, 0) | {"status": "superseded", "run_dir": "superseded/x=0"}], ["x"])
+    journal.close()
+    rows = Journal.read(tmp_path / JOURNAL).rows
+    assert (rows[0]["status"], rows[0]["run_dir"]) == ("superseded", "superseded/x=0")
+    assert rows[1]["status"] == row(1, 1)["status"] and sorted(rows) == [0, 1]
+
+
 def test_a_bad_line_in_the_middle_of_the_journal_is_called_corrupt_by_its_number(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

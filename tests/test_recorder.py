@@ -29,7 +29,13 @@ def resumed_job(index: int, previous: dict[str, str]) -> Job:
     """A job of this run whose config an earlier run finished."""
     x = previous["run_dir"].split("=")[1]
     config = OmegaConf.create({"x": int(x), "hydra": {"job": {"name": "app", "chdir": False}}})
-    return Job(index, 99, (f"x={x}",), config, f"h{x}", {"x": x}, f"x={x}", previous)
+    num = int(previous["job"])  # as the job factory numbers a resumed job
+    return Job(index, num, (f"x={x}",), config, f"h{x}", {"x": x}, f"x={x}", previous)
+
+
+def new_job(num: int, x: int) -> Job:
+    config = OmegaConf.create({"x": x, "hydra": {"job": {"name": "app", "chdir": False}}})
+    return Job(0, num, (f"x={x}",), config, f"h{x}", {"x": str(x)}, f"x={x}")
 
 
 def resumed_rows(tmp_path: Path, statuses: list[str]) -> dict[int, dict[str, str]]:
@@ -63,3 +69,15 @@ def test_a_resumed_row_keeps_its_job_number_and_run_dir(tmp_path: Path) -> None:
     rows = resumed_rows(tmp_path, ["completed", "pruned", "completed"])
     assert sorted(rows) == [0, 1, 2]
     assert [rows[j]["run_dir"] for j in (0, 1, 2)] == ["sweep/x=1", "sweep/x=2", "sweep/x=3"]
+
+
+def test_a_new_job_takes_the_next_number_and_a_resumed_one_none(tmp_path: Path) -> None:
+    """Jobs 0-2 ran before: this run's new jobs go on from 3, with no gap where a resumed
+    job (which keeps its row's number) comes between them (a batch's and a search's alike)."""
+    rows = [earlier_row(job, "completed", x=job + 1) for job in range(3)]
+    recorder = Recorder(ResultsTable(tmp_path / "results.csv", rows, params=["x"]), 3)
+    first = new_job(recorder.next_job, x=9)
+    assert recorder.numbered(first).num == 3 and recorder.next_job == 4
+    assert recorder.numbered(resumed_job(1, rows[1])).num == 1
+    assert recorder.next_job == 4  # the resumed job took no number
+    assert recorder.numbered(new_job(recorder.next_job, x=8)).num == 4

@@ -85,6 +85,13 @@ class Recorder:
             )
         }
 
+    def numbered(self, job: Job) -> Job:
+        """`job`, made with the number `next_job` gave it: a new job took that number, so the
+        next goes on from it; a resumed one keeps its row's number and takes none (the
+        console, results.csv and hydra.job.num then agree, with no gaps)."""
+        self.next_job += job.previous is None
+        return job
+
     def resumed(self, job: Job) -> JobReturn:
         """A job that finished in an earlier run: its row keeps the status it ended with
         (completed or pruned: what the job did, as a resumed search's rows keep theirs, so
