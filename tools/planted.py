@@ -437,7 +437,9 @@ def copy_tree() -> Path:
         target = work / name.decode()
         target.parent.mkdir(parents=True, exist_ok=True)
         source = REPO / name.decode()
-        if source.is_file():
+        if source.is_symlink():  # src/hpsearch/conf -> ../../conf: the app's configs
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
             shutil.copy2(source, target)
     return work
 
