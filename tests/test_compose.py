@@ -184,3 +184,17 @@ def test_the_sweepers_check_is_composed_once_and_each_job_takes_its_config(
     assert hydra.config_loader.load_sweep_config(other, ["lr=0.5"]).lr == 0.5
     assert len(composed) == 5 and composer._checked == {}
     assert Composer(hydra.config_loader, other)._load == counted, "Hydra's, not the hook"
+
+
+def test_a_resumed_job_keeps_its_rows_number_and_the_new_ones_go_on_without_gaps(
+    hydra: Hydra,
+) -> None:
+    """lr=0.2 finished in an earlier run as job 7: it keeps 7 (its hydra.job.num too); the
+    others are numbered on from 8, the resumed one taking no number between them."""
+    batch = [["lr=0.1"], ["lr=0.2"], ["lr=0.3"]]
+    digest = compose_jobs(composer_for(hydra), None, batch, 0, {})[1].config_hash
+    finished = {digest: [{"job": "7", "status": "completed", "return": "0.9"}]}
+    made = compose_jobs(composer_for(hydra), None, batch, 8, finished)
+    assert [job.num for job in made] == [8, 7, 9]
+    assert [job.config.hydra.job.num for job in made] == [8, 7, 9]
+    assert made[1].previous is not None and made[0].previous is None

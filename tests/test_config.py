@@ -156,6 +156,16 @@ def test_bad_values_name_the_value_and_the_fix(
         (["--multirun", "model=mlp,bogus"], "model=bogus: no such model"),
         (["optimizer=rmsprop"], "optimizer=rmsprop: no such optimizer (choose from adam, sgd"),
         (["device=tpu"], "device=tpu: no such device (choose from auto, cpu, gpu"),
+        # The right spelling, not the first option: difflib sees no letter of CPU in cpu.
+        (
+            ["device=CPU"],
+            "device=CPU: no such device (choose from auto, cpu, gpu; e.g. device=cpu)",
+        ),
+        (["model=MLP"], "model=MLP: no such model (choose from cnn, mlp; e.g. model=mlp)"),
+        (
+            ["optimizer=adm"],
+            "optimizer=adm: no such optimizer (choose from adam, sgd; e.g. optimizer=adam)",
+        ),
     ],
 )
 def test_unknown_group_options(args: list[str], message: str) -> None:

@@ -161,7 +161,6 @@ def test_the_disk_saying_no_mid_sweep_stops_it_in_one_line_and_its_command_resum
     assert final.returncode == 0, final.stdout
     rows = pd.read_csv(tmpfs / "results.csv")
     live = rows[rows["status"] != "superseded"]
-    assert sorted(live["x"]) == list(range(6)) and set(live["status"]) <= {"completed", "resumed"}
-    assert set(live.loc[live["status"] == "resumed", "x"].astype(str)) == done
+    assert sorted(live["x"]) == list(range(6)) and set(live["status"]) == {"completed"}
     starts = (marks / "starts.log").read_text().split()
     assert all(starts.count(x) == 1 for x in done), starts  # a recorded job never ran again

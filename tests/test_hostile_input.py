@@ -66,7 +66,8 @@ PROBE_ERRORS = [
     (["hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs=0: must be an integer >= 1"),
     (["hydra.launcher.max_retries=-2"], "hydra.launcher.max_retries=-2: must be an integer >= 0"),
     (["nosuchkey=1"], "Could not override 'nosuchkey'"),
-    (["hydra.launcher.bogus=1"], "Could not override 'hydra.launcher.bogus'"),
+    # hpsearch's words for any app's mistyped setting, not Hydra's `+` hint (issue 46).
+    (["hydra.launcher.bogus=1"], "hydra.launcher.bogus: no such setting; did you mean"),
     (["hydra/launcher=nosuch"], "Could not find 'hydra/launcher/nosuch'"),
     (["hydra.launcher.jobs_per_gpu=1,2"], "Sweeping over Hydra's configuration is not supported"),
 ]

@@ -57,7 +57,7 @@ def test_resume_runs_failed_and_timed_out_jobs_again_exactly_once(
     # In their plain run dirs again: the earlier attempts were moved to superseded/.
     assert set(new["run_dir"]) == set(before.loc[before["x"] > 0, "run_dir"])
     old = after[after["job"] <= before["job"].max()].set_index("x")
-    assert old.loc[0, "status"] == "resumed"
+    assert old.loc[0, "status"] == "completed"
     assert (old.loc[1, "status"], old.loc[2, "status"]) == ("superseded", "superseded")
     for x in (1, 2):
         assert Path(old.loc[x, "run_dir"]).parent.name == "superseded"

@@ -123,7 +123,7 @@ def test_a_foreign_app_runs_through_the_launcher(
     assert again.returncode == 0, again.stdout
     assert len(read_records(marks)) == 4, "a resumed sweep runs nothing again"
     frame = pd.read_csv(tmp_path / "sweep" / "results.csv")
-    assert frame["job"].tolist() == [0, 1, 2, 3] and set(frame["status"]) == {"resumed"}
+    assert frame["job"].tolist() == [0, 1, 2, 3] and set(frame["status"]) == {"completed"}
 
 
 @pytest.mark.slow
@@ -160,7 +160,7 @@ def test_the_same_config_twice_is_two_jobs(runner: Runner, marks: Path, tmp_path
     again = runner.run(runner.probe_sweep(marks, "+y=1,1,2", "hydra.launcher.n_jobs=3"))
     assert again.returncode == 0, again.stdout
     assert len(read_records(marks)) == 3, "resume skips all three"
-    assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"resumed"}
+    assert set(pd.read_csv(tmp_path / "sweep" / "results.csv")["status"]) == {"completed"}
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()) == names
 
 

@@ -11,6 +11,7 @@ from hpsearch_launcher.plan.naming import (
     MAX_COMPONENT_BYTES,
     claim_run_dir,
     run_dir_name,
+    setting_text,
     varying_keys,
 )
 
@@ -152,3 +153,11 @@ def test_claim_takes_the_first_name_made_way_for(tmp_path: Path) -> None:
 
     assert claim_run_dir(tmp_path, "lr=0.1", make_way) == "lr=0.1~2"
     assert seen == ["lr=0.1", "lr=0.1~2"]
+
+
+def test_a_runs_values_are_shown_as_its_run_dir_names_them() -> None:
+    """Every line that shows a trial's values (the best so far, the best trial, the
+    leaderboard's failures) rounds a sampler's float as the run dir's name does."""
+    values = {"lr": 0.0023834587189112567, "batch": 32, "model": "cnn"}
+    assert setting_text(values) == "lr=0.00238346,batch=32,model=cnn"
+    assert setting_text({"lr": "0.001", "x": 1e-05}, ", ") == "lr=0.001, x=1e-05"

@@ -349,7 +349,7 @@ def earlier_sweep(sweep: Path) -> None:
     (sweep / "results.csv").write_text(
         "job,lr,status,objective,run_dir,config_hash\n0,1e-3,completed,0.9,lr=1e-3,ab12\n"
     )
-    (sweep / ".hpsearch-lock").write_text("")  # released
+    # No .hpsearch-lock: a sweep that let go of its dir removed it.
 
 
 @pytest.mark.slow

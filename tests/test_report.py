@@ -452,7 +452,7 @@ def test_the_learning_curve_panel_draws_what_runs_reported_pruned_ones_apart(
         (run_dir / "reports.jsonl").write_text("\n".join(lines) + "\n")
     fig = build_figure(load_sweep(sweep_dir))
     (panel,) = [ax for ax in fig.axes if ax.get_title() == "learning curves"]
-    drawn = [line for line in panel.get_lines() if len(line.get_xdata()) > 1]
+    drawn = [ln for ln in panel.get_lines() if len(ln.get_xdata()) > 1 and ln.get_gid() != "rung"]
     assert len(drawn) == 3
     dotted = [line for line in drawn if line.get_linestyle() == ":"]
     assert len(dotted) == 1 and list(dotted[0].get_ydata()) == [0.1, 0.2]
@@ -461,7 +461,7 @@ def test_the_learning_curve_panel_draws_what_runs_reported_pruned_ones_apart(
         for line in panel.get_lines()
         if line.get_marker() == "x" and len(line.get_xdata()) == 1
     ]
-    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [2]  # step 1: the 2nd report
     assert "pruned (1), x: the decision" in [t.get_text() for t in panel.get_legend().get_texts()]
 
 
@@ -484,9 +484,9 @@ def test_a_pruned_runs_cross_is_at_the_decision_and_its_line_runs_to_where_it_st
     fig = build_figure(load_sweep(sweep_dir))
     (panel,) = [ax for ax in fig.axes if ax.get_title() == "learning curves"]
     (dotted,) = [line for line in panel.get_lines() if line.get_linestyle() == ":"]
-    assert list(dotted.get_xdata()) == [0, 1, 2, 3]
+    assert list(dotted.get_xdata()) == [1, 2, 3, 4]  # steps 0..3, shown as the log counts
     (cross,) = [line for line in panel.get_lines() if line.get_marker() == "x"]
-    assert (list(cross.get_xdata()), list(cross.get_ydata())) == ([1], [0.2])
+    assert (list(cross.get_xdata()), list(cross.get_ydata())) == ([2], [0.2])
 
 
 def test_no_learning_curve_panel_when_nothing_was_reported(tmp_path: Path) -> None:
@@ -507,3 +507,20 @@ def test_the_best_value_is_written_on_the_parallel_panel_when_values_are_close(
     assert label.get_text() == "best 0.9815"
     assert label.xy == (2, 1.0)  # lr, model, then the objective's axis: its top
     assert label.get_zorder() > max(t.get_zorder() for t in panel.texts if t is not label)
+
+
+def test_mode_says_which_way_the_objective_is_better(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep whose dir says nothing of its objective (no multirun.yaml, no .hydra/) ranks
+    higher first; `--mode min` ranks a loss lowest first, and wins over the config too."""
+    bare = make_sweep(tmp_path / "bare", RUNS, multirun=None)
+    said = make_sweep(tmp_path / "said", RUNS)  # objective.mode: max
+    for sweep_dir, argv, best in [
+        (bare, [], "0.9500"),
+        (bare, ["--mode", "min"], "0.7100"),
+        (said, ["--mode", "min"], "0.7100"),
+        (said, ["--mode", "max"], "0.9500"),
+    ]:
+        assert main([str(sweep_dir), *argv]) == 0
+        assert ranked_objectives(capsys.readouterr().out)[0] == best, argv

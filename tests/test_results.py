@@ -162,6 +162,19 @@ def test_the_leaderboard_writes_values_as_run_dirs_do_and_names_its_metric() -> 
     assert leaderboard([best], ["lr"], "max").startswith("Leaderboard (max objective): ")
 
 
+def test_the_leaderboards_failed_and_pruned_lines_round_values_as_its_table_does() -> None:
+    """A search's lr at 6 significant digits on every line (the failures' printed all 19)."""
+    long_lr = {"lr": "0.0023834587189112567"}
+    rows = [
+        row(0, "completed", "0.8556") | long_lr,
+        row(1, "failed", error="boom") | long_lr,
+        row(2, "pruned", error="pruned at step 1 (reported 0.2)") | long_lr,
+    ]
+    text = leaderboard(rows, ["lr"], "max")
+    assert "0.0023834587" not in text, text
+    assert "job 1 lr=0.00238346: boom" in text and "job 2 lr=0.00238346: pruned at step 1" in text
+
+
 @pytest.mark.parametrize(
     ("cfg", "metric"),
     [
@@ -284,8 +297,8 @@ def test_resume_after_sigint_runs_only_unfinished_jobs(
     final = every[every["status"] != "superseded"]
     assert sorted(final["x"]) == [0, 1, 2, 3, 4, 5]  # every job exactly once
     assert dict(zip(final["x"], final["status"], strict=True)) == {
-        0: "resumed",
-        1: "resumed",
+        0: "completed",
+        1: "completed",
         2: "completed",
         3: "completed",
         4: "completed",
@@ -337,7 +350,7 @@ def test_optuna_resumed_trials_return_stored_objectives(
     assert again.stdout.count("resumed  x=") == 4
     assert yaml.safe_load(results.read_text()) == best_first  # Optuna got the stored values
     frame = pd.read_csv(tmp_path / "sweep" / "results.csv")
-    assert len(frame) == 4 and set(frame["status"]) == {"resumed"}
+    assert len(frame) == 4 and set(frame["status"]) == {"completed"}
 
 
 def test_a_sweep_writes_the_table_at_most_so_often_and_always_at_the_end(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ value one line that names it, the rule and a fix."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from hpsearch_launcher.search.algorithms import make_pruner, make_sampler
 from hpsearch_launcher.search.config import HpsearchSweeperConf, SearchSettings
 from hpsearch_launcher.search.sampler_config import SAMPLER_CONFIGS
 from hpsearch_launcher.search.settings import SearchSettingsError, parse_settings
-from hpsearch_launcher.search.study import open_storage, open_study
+from hpsearch_launcher.search.study import default_study_name, open_storage, open_study
 from hpsearch_launcher.setting_checks import is_whole, nearest, refusal
 
 
@@ -276,7 +277,7 @@ def test_a_stored_study_keeps_its_direction(tmp_path: Path) -> None:
             open_storage(url),
             make_sampler(settings),
             make_pruner(settings),
-            "unused",
+            tmp_path,
         )
 
     study("maximize")
@@ -325,3 +326,29 @@ def test_a_refusal_names_the_value_as_typed_and_the_fix() -> None:
     assert refusal("launcher", "gpus", 0.5, "no") == "hydra.launcher.gpus=0.5: no"
     assert nearest("n_trails", ["n_trials", "n_jobs"]) == "n_trials"
     assert nearest("zzz", ["n_trials"]) is None
+
+
+def test_the_nearest_option_sets_case_aside_first() -> None:
+    """`CPU` shares no letter with `cpu` for difflib: the option of another case is the one."""
+    assert nearest("CPU", ["auto", "cpu", "gpu"]) == "cpu"
+    assert nearest("Median", ["none", "median", "percentile"]) == "median"
+    assert nearest("N_TRAILS", ["n_trials", "n_jobs"]) == "n_trials"
+
+
+def test_an_unnamed_study_is_named_after_the_sweep_dir_readably(tmp_path: Path) -> None:
+    """Its last two parts and a hash of the whole path: not the absolute path itself (which
+    every listing of the storage printed), and two dirs of the same name stay two studies."""
+    storage = open_storage(None)
+    one = tmp_path / "a" / "2026-12-07" / "10-00-00"
+    other = tmp_path / "b" / "2026-12-07" / "10-00-00"
+    name = default_study_name(storage, one)
+    assert re.fullmatch(r"2026-12-07/10-00-00-[0-9a-f]{8}", name), name
+    assert default_study_name(storage, one) == name != default_study_name(storage, other)
+
+
+def test_a_study_an_earlier_version_named_after_the_absolute_path_is_continued(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/study.db"
+    optuna.create_study(storage=url, study_name=str(tmp_path.resolve()))
+    assert default_study_name(open_storage(url), tmp_path) == str(tmp_path.resolve())

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from hpsearch_launcher.contract import REPORTS_FILE
 from hpsearch_launcher.outcome import Status
 from hpsearch_launcher.record.table import FILENAME, ResultsTable
-from hpsearch_launcher.search.history import INTERRUPTED, OWNER, RERUN_OF
+from hpsearch_launcher.search.history import INTERRUPTED, OWNER, RERUN_OF, ROW_ONLY
 from hpsearch_launcher.search.optuna_source import OptunaSource
 from hpsearch_launcher.search.settings import parse_settings
 from hpsearch_launcher.search.space import parse_space
@@ -312,7 +312,8 @@ def test_resume_from_results_csv(tmp_path: Path) -> None:
     )
     src = source(tmp_path, "x=range(0,10)", n_trials=8, direction="maximize")
     study = src.study
-    told = [(t.params["x"], t.state, t.value) for t in study.get_trials(states=src_ended())]
+    trials = study.get_trials(states=src_ended())
+    told = [(t.params["x"], t.state, t.value) for t in trials if not t.user_attrs.get(ROW_ONLY)]
     assert told == [
         (3, TrialState.COMPLETE, 3.0),
         (4, TrialState.COMPLETE, 4.0),
@@ -327,8 +328,30 @@ def test_resume_from_results_csv(tmp_path: Path) -> None:
     # The interrupted trial runs first; then only what is left of n_trials: 8 - 6 = 2.
     first = src.ask()
     assert first is not None and values_of(first) == {"x": "7"}
+    assert first.key == 9  # trial 9, as its job will be: one trial per row before it
     assert src.ask() is not None
     assert src.ask() is None
+
+
+def test_a_resumed_searchs_trial_numbers_are_its_job_numbers(tmp_path: Path) -> None:
+    """Job 1 was interrupted (run again as a new job, 3) and job 2 lies outside the search
+    space: each keeps its place as a failed placeholder, so the next trial is 3, as its job
+    is (the log said `trial 2 (job 3)`), and neither counts toward n_trials."""
+    write_results(
+        tmp_path,
+        [
+            {"x": 3, "status": "completed", "ret": 3.0},
+            {"x": 7, "status": "interrupted"},
+            {"x": 99, "status": "completed", "ret": 99.0},
+        ],
+    )
+    src = source(tmp_path, "x=range(0,10)", n_trials=3, direction="maximize")
+    assert len(src.study.get_trials(states=src_ended())) == 3 and src.ended_before == 1
+    rerun = src.ask()
+    assert rerun is not None and (rerun.key, values_of(rerun)) == (3, {"x": "7"})
+    new = src.ask()
+    assert new is not None and new.key == 4
+    assert src.ask() is None  # 1 before + 2 now: n_trials=3
 
 
 def src_ended() -> tuple[TrialState, ...]:
@@ -427,7 +450,7 @@ def test_a_journal_file_storage_resumes_too(tmp_path: Path) -> None:
     first.ended(ask.key, done(1.0))
     second = source(tmp_path, "x=range(0,100)", n_trials=2, storage=path)
     assert second.ended_before == 1
-    assert second.study.study_name == str(tmp_path.resolve())  # the sweep dir names the study
+    assert second.study.study_name == first.study.study_name  # the sweep dir names the study
 
 
 def test_a_resumed_seeded_search_does_not_draw_the_first_runs_choices_again(

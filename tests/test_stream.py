@@ -118,6 +118,6 @@ def test_a_resumed_trial_keeps_its_number_and_a_pruned_one_stays_pruned(
     assert [e.status for e in ends] == [Status.RESUMED, Status.PRUNED, Status.COMPLETED]
     assert [e.job_num for e in ends] == [0, 1, 2]
     table = pd.read_csv(tmp_path / "sweep" / "results.csv").set_index("x")
-    assert table.loc[[1, 5, 3], "status"].tolist() == ["resumed", "pruned", "completed"]
+    assert table.loc[[1, 5, 3], "status"].tolist() == ["completed", "pruned", "completed"]
     assert table.loc[[1, 5, 3], "job"].tolist() == [0, 1, 2]
     assert len(read_records(marks)) == 3  # x=1 and x=5 once each, then x=3: nothing re-ran

@@ -145,7 +145,7 @@ def test_released_on_close_and_when_no_one_keeps_it(tmp_path: Path, holders: Hol
     assert (written(tmp_path) or pytest.fail("no holder written")).pid == os.getpid()
     assert f"pid {os.getpid()} on host {HOST}" in (holders.refusal(tmp_path) or "")
     lock.close()
-    assert (tmp_path / LOCK_FILE).read_text() == ""  # emptied, left in place
+    assert not (tmp_path / LOCK_FILE).exists()  # removed: no empty file left behind
     assert holders.refusal(tmp_path) is None
 
     kept = hold_sweep_dir(tmp_path)
@@ -153,6 +153,30 @@ def test_released_on_close_and_when_no_one_keeps_it(tmp_path: Path, holders: Hol
     del kept
     gc.collect()
     assert holders.refusal(tmp_path) is None
+
+
+def test_a_taker_whose_file_its_holder_removed_opens_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder lets go, removing the file, between a taker's open and its flock (and a
+    third made the file anew): the taker's flock on the removed file keeps no one out, so it
+    opens the file at the path again, and its line is in that one."""
+    real = lock_module._flock
+    opened: list[int] = []
+
+    def flock_after_the_holder_let_go(fd: int, path: Path) -> bool | None:
+        if not opened:
+            path.unlink()
+            path.write_text("")
+        opened.append(fd)
+        return real(fd, path)
+
+    (tmp_path / LOCK_FILE).write_text("")
+    monkeypatch.setattr(lock_module, "_flock", flock_after_the_holder_let_go)
+    lock = hold_sweep_dir(tmp_path)
+    assert len(opened) == 2
+    assert (written(tmp_path) or pytest.fail("its line is not at the path")).pid == os.getpid()
+    lock.close()
 
 
 def test_a_sigkilled_holder_leaves_no_block(tmp_path: Path, holders: Holders) -> None:
@@ -312,7 +336,7 @@ def test_two_sweeps_into_one_dir_one_runs(runner: Runner, marks: Path, tmp_path:
     frame = pd.read_csv(sweep_dir / "results.csv")
     assert sorted(frame["x"]) == [0, 1, 2, 3] and frame["job"].is_unique
     assert set(frame["status"]) == {"completed"} and frame["run_dir"].is_unique
-    assert (sweep_dir / LOCK_FILE).read_text() == ""  # let go at the end
+    assert not (sweep_dir / LOCK_FILE).exists()  # let go at the end, the file removed
 
 
 @pytest.mark.slow
@@ -339,8 +363,8 @@ def test_a_sigkilled_sweeps_dir_is_taken_by_the_next(
     frame = pd.read_csv(results)
     live = frame[frame["status"] != "superseded"]
     assert dict(zip(live["x"], live["status"], strict=True)) == {
-        0: "resumed",
-        1: "resumed",
+        0: "completed",
+        1: "completed",
         2: "completed",
         3: "completed",
     }

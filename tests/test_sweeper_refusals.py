@@ -110,7 +110,7 @@ def test_a_search_in_any_app_follows_the_summary_callbacks_mode(
     assert done.returncode == 0, done.stdout
     assert "GridSampler, NopPruner, maximize\n" in done.stdout, done.stdout
     (best,) = [line for line in done.stdout.splitlines() if "hpsearch: best trial" in line]
-    assert best.endswith(": 5.0 {'x': 5}"), done.stdout
+    assert best.endswith(": 5 (x=5)"), done.stdout
 
 
 @pytest.mark.slow

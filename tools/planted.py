@@ -36,6 +36,17 @@ PRUNE_SIGNALS = ("tests/test_pruning.py::test_a_pruned_job_gets_sigterm_then_sig
 RESUMED_KEEPS = (
     "tests/test_stream.py::test_a_resumed_trial_keeps_its_number_and_a_pruned_one_stays_pruned",
 )
+# The same promises, held by the test file of the module each bug is in (issue 46).
+RECORDER = "tests/test_recorder.py::"
+RESUMED_NEAR = {
+    "record/recorder.py": (
+        RECORDER + "test_a_resumed_row_keeps_the_status_it_ended_with",
+        RECORDER + "test_a_new_job_takes_the_next_number_and_a_resumed_one_none",
+    ),
+    "execute/bookkeeper.py": (
+        "tests/test_bookkeeper.py::test_a_resumed_job_is_ended_at_once_its_source_told_how",
+    ),
+}
 SPARE_DIED = (
     "tests/test_preload_auto.py::test_a_module_whose_import_killed_a_waiting_spare_is_dropped",
 )
@@ -92,9 +103,9 @@ ISSUE_30 = (
     ),
     Planted(
         "search resume: a new job number",
-        "launch.py",
-        "recorder.next_job += job.previous is None",
-        "recorder.next_job += 1",
+        "record/recorder.py",
+        "self.next_job += job.previous is None",
+        "self.next_job += 1",
         RESUMED_KEEPS,
     ),
     Planted(
@@ -105,9 +116,9 @@ ISSUE_30 = (
         RESUMED_KEEPS,
     ),
     Planted(
-        "resume (recorder): pruned taken as resumed",
+        "resume (recorder): pruned taken as completed",
         "record/recorder.py",
-        'if row.get("status") != Status.PRUNED.value:',
+        'if row.get("status") == Status.RESUMED.value:',
         "if True:",
         RESUMED_KEEPS,
     ),
@@ -363,6 +374,46 @@ ISSUE_46 = (
         '"minimize"',
         ("tests/test_search_settings.py::test_the_direction_follows_the_summary_callbacks_mode",),
     ),
+    *(
+        Planted(f"{p.area} (near)", p.path, p.old, p.new, RESUMED_NEAR[p.path])
+        for p in ISSUE_30
+        if p.tests == RESUMED_KEEPS
+    ),
+    Planted(
+        "resume (jobs): a resumed job takes a new number",
+        "plan/jobs.py",
+        'num = int(previous["job"])',
+        "pass",
+        ("tests/test_compose.py::test_a_resumed_job_keeps_its_rows_number_and_the_new_ones_go_on",),
+    ),
+    Planted(
+        "journal: a job's first line wins",
+        "record/journal.py",
+        "record.rows[num] = row",
+        "record.rows.setdefault(num, row)",
+        ("tests/test_durable_record.py::test_the_last_of_a_jobs_journal_lines_wins",),
+    ),
+    Planted(
+        "any app: Hydra's + hint for a mistyped setting",
+        "compose_errors.py",
+        "words = None if bad is None else in_our_words(bad)",
+        "words = None",
+        ("tests/test_compose_errors.py",),
+    ),
+    Planted(
+        "lock: the file left behind",
+        "record/lock.py",
+        "            os.unlink(path)",
+        "            os.ftruncate(fd, 0)",
+        ("tests/test_sweep_lock.py::test_released_on_close_and_when_no_one_keeps_it",),
+    ),
+    Planted(
+        "search resume: trial numbers drift from job numbers",
+        "search/history.py",
+        "        told.append(_row_only())",
+        "        pass",
+        ("tests/test_search_source.py::test_a_resumed_searchs_trial_numbers_are_its_job_numbers",),
+    ),
     Planted(
         "search: median pruner judges the first report",
         "search/algorithms.py",
@@ -386,7 +437,9 @@ def copy_tree() -> Path:
         target = work / name.decode()
         target.parent.mkdir(parents=True, exist_ok=True)
         source = REPO / name.decode()
-        if source.is_file():
+        if source.is_symlink():  # src/hpsearch/conf -> ../../conf: the app's configs
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
             shutil.copy2(source, target)
     return work
 

@@ -23,6 +23,7 @@ from hpsearch_launcher.api import (
     check_launcher_key,
     check_sweeper_key,
     main_options,
+    nearest_key,
     register_resolver,
 )
 
@@ -83,9 +84,10 @@ def check_group_choices(args: list[str], config_dir: Path) -> None:
         known = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
         for value in values:
             if value not in known:
+                near = nearest_key(value, known) or known[0]
                 raise ConfigError(
                     f"{group}={value}: no such {group} (choose from "
-                    f"{', '.join(known)}; e.g. {group}={known[0]})"
+                    f"{', '.join(known)}; e.g. {group}={near})"
                 )
 
 

@@ -7,6 +7,7 @@ Pure functions of the sweep's rows, so the tests check what is drawn without rea
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -221,6 +222,24 @@ def parallel_lines(axes: Sequence[Axis], rows: Sequence[int]) -> list[list[tuple
             points.append((float(i), axis.unit(position)))
         lines.append(points)
     return lines
+
+
+OUTLIER_IQRS = 3.0  # a value beyond this many interquartile ranges of the quartiles: an outlier
+
+
+def robust_bounds(values: Sequence[float], mode: str) -> tuple[float, float]:
+    """The lowest and highest of `values` but those far worse than the rest (beyond Tukey's
+    far fence, OUTLIER_IQRS interquartile ranges past the quartile on the worse side, as
+    `mode`, max or min, says): what one diverged run cannot stretch. A run far better than
+    the rest is kept: it is the one to see. With fewer than 4 values, the plain min and max."""
+    ordered = sorted(values)
+    if len(ordered) < 4:
+        return ordered[0], ordered[-1]
+    q1, q3 = statistics.quantiles(ordered, n=4, method="inclusive")[::2]
+    fence = OUTLIER_IQRS * (q3 - q1)
+    if mode == "max":
+        return next(v for v in ordered if v >= q1 - fence), ordered[-1]
+    return ordered[0], next(v for v in reversed(ordered) if v <= q3 + fence)
 
 
 def as_float(value: str) -> float | None:

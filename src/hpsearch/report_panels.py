@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.ticker import NullFormatter
 
-from hpsearch.report_axes import Axis, Sweep
+from hpsearch.report_axes import Axis, Sweep, robust_bounds
 
 JITTER = 0.08  # half-width of the horizontal jitter on categorical axes, in category units
 FAILED = "tab:red"
@@ -26,9 +26,10 @@ MAX_LISTED_FAILURES = 8  # the all-failed figure lists this many reasons, then c
 
 
 def objective_colours(sweep: Sweep) -> tuple[Colormap, Normalize]:
-    """Better is yellow whichever way the objective points."""
-    done = [sweep.scores[i] for i in sweep.finished]
-    low, high = min(done), max(done)
+    """Better is yellow whichever way the objective points. The scale spans the runs but those
+    far worse than the rest: one diverged run takes the scale's end colour instead of making
+    every other run the same colour."""
+    low, high = robust_bounds([sweep.scores[i] for i in sweep.finished], sweep.mode)
     pad = 0 if high > low else max(abs(high) * 0.01, 1e-6)
     cmap = colormaps["viridis" if sweep.mode == "max" else "viridis_r"]
     return cmap, Normalize(low - pad, high + pad)
@@ -41,7 +42,8 @@ def draw_marginal(ax: Axes, x: Axis, sweep: Sweep, ylim: tuple[float, float]) ->
     if x.categories:
         jitter = rng.uniform(-JITTER, JITTER, len(positions))
         positions = [p + float(j) for p, j in zip(positions, jitter, strict=True)]
-    done = sweep.finished
+    done = [i for i in sweep.finished if ylim[0] <= sweep.scores[i] <= ylim[1]]
+    _draw_beyond(ax, [(positions[i], sweep.scores[i]) for i in sweep.finished], ylim)
     ax.scatter(
         [positions[i] for i in done],
         [sweep.scores[i] for i in done],
@@ -70,9 +72,10 @@ def draw_marginal(ax: Axes, x: Axis, sweep: Sweep, ylim: tuple[float, float]) ->
 
 
 def y_limits(sweep: Sweep) -> tuple[float, float]:
-    """Room above the data for the best run's label and below it for the failure markers."""
-    values = [sweep.scores[i] for i in sweep.finished]
-    low, high = min(values), max(values)
+    """Room above the data for the best run's label and below it for the failure markers;
+    the data: the runs but those far worse than the rest (robust_bounds), which are drawn at
+    the edge instead of squashing the others."""
+    low, high = robust_bounds([sweep.scores[i] for i in sweep.finished], sweep.mode)
     span = high - low or max(abs(high) * 0.1, 0.1)
     return (low - 0.22 * span, high + 0.18 * span)
 
@@ -90,6 +93,26 @@ def stars(ax: Axes, xs: list[float], ys: list[float]) -> None:
         label="best",
         clip_on=False,
         zorder=4,
+    )
+
+
+def _draw_beyond(ax: Axes, points: list[tuple[float, float]], ylim: tuple[float, float]) -> None:
+    """Runs whose objective lies beyond the y range: a triangle at the edge they are past,
+    pointing their way, and a note of how many."""
+    below = [x for x, y in points if y < ylim[0]]
+    above = [x for x, y in points if y > ylim[1]]
+    for xs, edge, marker in ((below, ylim[0], "v"), (above, ylim[1], "^")):
+        if xs:
+            ax.scatter(xs, [edge] * len(xs), marker=marker, s=40, color="tab:blue", clip_on=False)
+    if below or above:
+        clip_note(ax, f"{len(below) + len(above)} run(s) beyond the y axis, at its edge", "top")
+
+
+def clip_note(ax: Axes, text: str, where: str) -> None:
+    """A small note in the panel's right corner (`where`: top or bottom): what it left out."""
+    y = 0.99 if where == "top" else 0.02
+    ax.text(
+        0.99, y, text, transform=ax.transAxes, ha="right", va=where, fontsize="x-small", color="0.3"
     )
 
 

@@ -5,6 +5,7 @@ dotted grey) and stopping before the objective axis.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -15,12 +16,19 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from hpsearch.report_axes import Axis, Sweep, numeric_axis, parallel_lines
+from hpsearch.report_axes import Axis, Sweep, numeric_axis, parallel_lines, robust_bounds
 from hpsearch.report_panels import FAILED, PRUNED_COLOUR, objective_colours
 
 
 def objective_axis(sweep: Sweep) -> Axis:
-    return numeric_axis(sweep.metric, sweep.scores, allow_log=False)
+    """The objective's axis over the runs but those far worse than the rest (robust_bounds):
+    their lines end at the axis' worse end, and its name says it is clipped."""
+    done = [sweep.scores[i] for i in sweep.finished]
+    low, high = robust_bounds(done, sweep.mode) if done else (0.0, 0.0)
+    kept = [s if math.isnan(s) else min(max(s, low), high) for s in sweep.scores]
+    clipped = any(not low <= s <= high for s in done)
+    label = f"{sweep.metric} (clipped)" if clipped else sweep.metric
+    return numeric_axis(label, kept, allow_log=False)
 
 
 def draw_parallel(fig: Figure, ax: Axes, params: Sequence[Axis], sweep: Sweep) -> None:

@@ -65,7 +65,7 @@ def launch(
             recorder.next_job,
             recorder.resumable() if settings.resume else {},
         )
-        recorder.next_job += sum(job.previous is None for job in jobs)
+        jobs = [recorder.numbered(job) for job in jobs]
         source = BatchSource(jobs, settings)
         return Feed(source, source.job, len(jobs), counted(len(jobs), "job"))
 
@@ -98,9 +98,7 @@ def stream(
         count = itertools.count()
 
         def make_job(ask: Ask) -> Job:
-            job = factory.make(next(count), ask.overrides, recorder.next_job)
-            recorder.next_job += job.previous is None
-            return job
+            return recorder.numbered(factory.make(next(count), ask.overrides, recorder.next_job))
 
         return Feed(source, make_job, total, "jobs as they are asked", at_most)
 

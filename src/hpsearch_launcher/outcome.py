@@ -199,7 +199,9 @@ class Status(str, enum.Enum):
     """A job's status in results.csv (the words are the file's)."""
 
     COMPLETED = "completed"
-    RESUMED = "resumed"  # finished in an earlier run of the sweep: not run again
+    # Finished in an earlier run of the sweep, not run again: what a source is told of such a
+    # job; its row keeps the status it had (results.csv files of earlier versions say this).
+    RESUMED = "resumed"
     FAILED = "failed"
     TIMEOUT = "timeout"
     INTERRUPTED = "interrupted"

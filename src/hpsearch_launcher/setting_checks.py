@@ -22,9 +22,11 @@ def refusal(section: str, key: str, value: Any, rule: str, example: str = "") ->
 
 
 def nearest(word: str, options: Iterable[str]) -> str | None:
-    """The option closest to a mistyped `word`, if one is close."""
-    near = difflib.get_close_matches(word, list(options), n=1)
-    return near[0] if near else None
+    """The option closest to a mistyped `word`, if one is close; case aside first (`CPU` is
+    `cpu`, though difflib finds no letter of it alike)."""
+    folded = {option.lower(): option for option in options}
+    near = difflib.get_close_matches(word.lower(), list(folded), n=1)
+    return folded.get(word.lower()) or (folded[near[0]] if near else None)
 
 
 def is_whole(value: Any, least: int) -> bool:

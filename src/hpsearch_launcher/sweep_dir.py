@@ -33,7 +33,6 @@ class SweepDirBefore:
 
     path: Path
     made: list[Path]  # the dirs the sweeper will make for it, outermost first; [] if it exists
-    had_lock: bool  # whether it held a lock file (an earlier sweep's, let go)
     had_config: bool  # whether it held a multirun.yaml
     config: str | None  # that multirun.yaml's text (None if unreadable: left alone)
 
@@ -69,13 +68,14 @@ class SweepDirBefore:
                     text = f.read()
             except (OSError, UnicodeDecodeError):
                 pass
-        return cls(path, made, (path / LOCK_FILE).exists(), earlier.is_file(), text)
+        return cls(path, made, earlier.is_file(), text)
 
     def restore(self) -> None:
         """After a refusal before any job of the sweep: a dir the sweeper made goes (and the
         dirs above it that it made) if only LITTER is in it; an earlier dir gets its
-        multirun.yaml back, and loses a lock file it did not have. Its other files were never
-        touched. Done holding the dir: one another sweep holds is that sweep's now."""
+        multirun.yaml back (the lock file goes as this sweep lets go of the dir, as at any
+        sweep's end). Its other files were never touched. Done holding the dir: one another
+        sweep holds is that sweep's now."""
         if not self.path.is_dir() or (self.made and not set(os.listdir(self.path)) <= LITTER):
             return
         try:
@@ -90,7 +90,5 @@ class SweepDirBefore:
                 (self.path / MULTIRUN_YAML).unlink(missing_ok=True)
             elif self.config is not None:
                 write_text_atomic(self.path / MULTIRUN_YAML, self.config)
-            if not self.had_lock:
-                (self.path / LOCK_FILE).unlink(missing_ok=True)
         finally:
             lock.close()

@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -83,6 +83,12 @@ def short_float(value: str) -> str:
         return value
     mantissa = re.split(r"[eE]", value)[0].lstrip("+-").replace(".", "").lstrip("0")
     return f"{float(value):.{NAME_DIGITS}g}" if len(mantissa) > NAME_DIGITS else value
+
+
+def setting_text(values: Mapping[str, object], sep: str = ",") -> str:
+    """`lr=0.000126526,batch=32`: a run's values as its run dir names them (short_float), for
+    every line that shows them (a sampler's floats have 16 digits)."""
+    return sep.join(f"{key}={short_float(str(value))}" for key, value in values.items())
 
 
 def run_dir_name(overrides: Sequence[str], keys: set[str], job_num: int) -> str:

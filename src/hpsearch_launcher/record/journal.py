@@ -4,7 +4,8 @@ Each change to a row (a job's end, a row marked superseded or moved) is one JSON
 `{"row": {column: cell}, "params": [column, ...]}`, written and fsynced before anyone hears of
 it: one append per end, whatever the sweep's size. Read back, the last line of each job wins.
 A kill can cut only the last line: reading stops at the last whole one (saying so), and the
-next append first cuts the partial line off. An append the disk refuses (full, read-only) cuts
+next append first cuts the partial line off; a bad line anywhere else is corruption, named by
+its line number. An append the disk refuses (full, read-only) cuts
 its own part-written line off before it raises CannotWrite, so a later append still starts
 on a line of its own.
 """
@@ -44,36 +45,33 @@ class Journal:
 
     @staticmethod
     def read(path: Path) -> Record:
-        """The journal's rows, up to its last whole line; a cut or unreadable line is left
-        out, with one warning naming how many."""
+        """The journal's rows, up to its last whole line. A cut last line (a kill mid-write)
+        is left out, saying so; a line in the middle that is no record is no kill's doing:
+        left out too, with its line number, and the file called corrupt there."""
         record = Record()
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             return record
-        bad = 0
-        for line in data.split(b"\n"):
-            if not line.strip():
+        lines = data.split(b"\n")
+        corrupt: list[int] = []
+        for number, line in enumerate(lines, start=1):
+            entry = _entry(line) if line.strip() else None
+            if entry is None:
+                corrupt += [number] if line.strip() else []
                 continue
-            try:
-                entry = json.loads(line)
-                row = {str(k): str(v) for k, v in entry["row"].items()}
-                params = [str(p) for p in entry.get("params", ())]
-                num = int(row["job"])
-            except (ValueError, KeyError, TypeError, AttributeError):
-                bad += 1
-                continue
+            num, row, params = entry
             record.rows[num] = row
             record.params += [p for p in params if p not in record.params]
         record.rows = dict(sorted(record.rows.items()))  # job order, as results.csv has them
-        if bad:
+        cut = bool(corrupt) and corrupt[-1] == len(lines)  # no newline after it: cut short
+        if cut:
             log.warning(
-                "hpsearch: %s: %d cut or unreadable line%s left out (a kill mid-write); "
-                "read to its last whole entry",
+                "hpsearch: %s: its last line is cut (a kill mid-write): read to its last whole "
+                "entry",
                 path,
-                bad,
-                "s" if bad > 1 else "",
             )
+        _say_corrupt(path, corrupt[:-1] if cut else corrupt)
         return record
 
     def append(self, rows: Iterable[Mapping[str, str]], params: Iterable[str]) -> None:
@@ -127,3 +125,33 @@ class Journal:
         if data and not data.endswith(b"\n"):
             with self.path.open("r+b") as f:
                 f.truncate(data.rfind(b"\n") + 1)
+
+
+def _entry(line: bytes) -> tuple[int, dict[str, str], list[str]] | None:
+    """A line's job number, row and parameter columns; None for a line that is no record."""
+    try:
+        entry = json.loads(line)
+        row = {str(k): str(v) for k, v in entry["row"].items()}
+        return int(row["job"]), row, [str(p) for p in entry.get("params", ())]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+MOST_NAMED = 5  # corrupt lines named by number; more are counted
+
+
+def _say_corrupt(path: Path, numbers: list[int]) -> None:
+    """Lines in the middle of the journal that are no record: not what a kill leaves (it cuts
+    only the last line), so the file was edited or damaged; each left out."""
+    if not numbers:
+        return
+    named = ", ".join(str(n) for n in numbers[:MOST_NAMED])
+    more = f" and {len(numbers) - MOST_NAMED} more" if len(numbers) > MOST_NAMED else ""
+    which = f"line {named}" if len(numbers) == 1 else f"lines {named}{more}"
+    log.warning(
+        "hpsearch: %s is corrupt: %s %s no results record (not a kill's doing, which cuts only "
+        "the last line: the file was edited or damaged); left out, the rest read",
+        path,
+        which,
+        "is" if len(numbers) == 1 else "are",
+    )

@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..outcome import DONE, FINAL, SUPERSEDED, Status
-from ..plan.naming import short_float
+from ..plan.naming import setting_text, short_float
 from .rows import finite
 from .table import STATUS
 
@@ -121,7 +121,7 @@ def leaderboard(
         if len(best) > top:
             lines.append(f"  \N{HORIZONTAL ELLIPSIS} {len(best) - top} more finished runs")
     for r in [*pruned, *unfinished(rows)]:
-        setting = ",".join(f"{p}={r.get(p, '')}" for p in params)
+        setting = setting_text({p: r.get(p, "") for p in params})
         lines.append(
             f"  {r.get(STATUS, '?').upper():<11} job {r.get('job', '?')} "
             f"{setting}: {r.get('error', '') or 'no reason recorded'}"
@@ -144,7 +144,7 @@ def study_note(
     jobs = len(rows) - len(superseded(rows))
     here = f"the best of this sweep dir's results.csv ({jobs} job{'' if jobs == 1 else 's'})"
     if best:
-        setting = ",".join(f"{p}={best[0].get(p, '')}" for p in params)
+        setting = setting_text({p: best[0].get(p, "") for p in params})
         here += f" is {objective(best[0]):.4f} ({setting}), the leaderboard's first row"
     else:
         here = "this sweep dir's results.csv has no finished job with an objective"

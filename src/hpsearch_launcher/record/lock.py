@@ -6,8 +6,10 @@ The file also names its holder (pid, host, process start time, and a heartbeat i
 every HEARTBEAT_S), for two reasons: a refusal can say who holds the dir, and where flock is
 not shared between processes (some network filesystems lock per client, or not at all) a live
 holder is still seen — on this host by its pid, on another host by a heartbeat younger than
-STALE_AFTER_S. The file is left in place (deleting a lock file races with the next taker) and
-emptied when its holder lets go.
+STALE_AFTER_S. The holder removes the file as it lets go, while it still holds the flock, so
+no empty file is left behind; a taker that opened the file just before takes its flock on a
+removed file, sees the path is no longer its file, and opens it anew (the usual race of
+removing a lock file, closed so).
 
 A process takes a sweep dir once and may take it again (Optuna launches a batch at a time; a
 test or notebook may run a sweep twice): the lock lives as long as someone in the process
@@ -103,7 +105,7 @@ class SweepLock:
         beat.start()
         # Only plain values in the finalizer and the thread: either holding `self` would keep
         # the lock forever.
-        self._release = weakref.finalize(self, _release, fd, stop, beat)
+        self._release = weakref.finalize(self, _release, fd, path, stop, beat)
 
     def close(self) -> None:
         self._release()
@@ -129,9 +131,8 @@ def hold_sweep_dir(sweep_dir: Path) -> SweepLock:
 
 
 def _take(path: Path) -> SweepLock:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies; not inherited
+    fd, locked = _open_locked(path)
     try:
-        locked = _flock(fd, path)
         other = _read(fd) if locked is not False else _named_holder(fd)
         now = time.time()
         if locked is False or (other is not None and other.blocks(now)):
@@ -150,6 +151,31 @@ def _take(path: Path) -> SweepLock:
         os.close(fd)  # drops the flock too
         raise
     return SweepLock(path, fd, holder)
+
+
+def _open_locked(path: Path) -> tuple[int, bool | None]:
+    """An fd on the lock file and what its flock gave (see _flock); where the holder removed
+    the file between this open and this flock, the new file, opened anew."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies; not inherited
+        try:
+            locked = _flock(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if locked is not True or _is_at(fd, path):
+            return fd, locked
+        os.close(fd)  # a removed file: its flock keeps no one out
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether `path` is still the file `fd` is open on."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _read(fd: int) -> Holder | None:
@@ -225,9 +251,15 @@ def _heartbeat(fd: int, holder: Holder, stop: threading.Event) -> None:
             continue
 
 
-def _release(fd: int, stop: threading.Event, beat: threading.Thread) -> None:
+def _release(fd: int, path: Path, stop: threading.Event, beat: threading.Thread) -> None:
+    """Stop the heartbeat, remove the file under the flock (where it cannot be removed, empty
+    it: no holder, the next sweep takes the dir without a second look), then let go."""
     stop.set()
     beat.join(timeout=HEARTBEAT_S)
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)  # no holder: the next sweep takes the dir without a second look
+    try:
+        if _is_at(fd, path):
+            os.unlink(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
     os.close(fd)

@@ -85,13 +85,22 @@ class Recorder:
             )
         }
 
+    def numbered(self, job: Job) -> Job:
+        """`job`, made with the number `next_job` gave it: a new job took that number, so the
+        next goes on from it; a resumed one keeps its row's number and takes none (the
+        console, results.csv and hydra.job.num then agree, with no gaps)."""
+        self.next_job += job.previous is None
+        return job
+
     def resumed(self, job: Job) -> JobReturn:
-        """A job that finished in an earlier run: its row says so, its return value goes back."""
+        """A job that finished in an earlier run: its row keeps the status it ended with
+        (completed or pruned: what the job did, as a resumed search's rows keep theirs, so
+        `status == "completed"` finds every finished run), its return value goes back."""
         assert job.previous is not None
         self.reused.add(int(job.previous["job"]))
         row = dict(job.previous)
-        if row.get("status") != Status.PRUNED.value:  # a pruned job stays pruned
-            row["status"] = Status.RESUMED.value
+        if row.get("status") == Status.RESUMED.value:  # so an earlier version named it
+            row["status"] = Status.COMPLETED.value
         self.table.put(row, job.params)
         return make_return(job, JobStatus.COMPLETED, loaded_return(row), row["run_dir"])
 

@@ -44,7 +44,8 @@ class SearchSettings:
     # Where the study lives: null (memory; a resumed run reads results.csv), an RDB URL
     # (sqlite:///study.db), or a journal file (a path ending in .log).
     storage: Optional[str] = None  # noqa: UP045
-    # The study's name in the storage (null: the sweep dir's absolute path).
+    # The study's name in the storage (null: the sweep dir's last two parts and a hash of its
+    # absolute path, e.g. 2026-12-07/10-00-00-3fa9c1d2).
     study_name: Optional[str] = None  # noqa: UP045
     # The search stops, and the sweep fails, once failures pass this fraction of this run's
     # trials (0.0: the first failure).

@@ -36,6 +36,10 @@ log = logging.getLogger("hpsearch.sweeper")
 OWNER = "hpsearch_sweep"  # "host:pid" of the sweep process that asked the trial
 INTERRUPTED = "hpsearch_interrupted"  # true: failed only because its sweep was stopped
 RERUN_OF = "hpsearch_rerun_of"  # the number of the interrupted trial this one runs again
+# true: a results.csv row that is no trial of this search (an interrupted or superseded job,
+# run again as a new one; a row outside this search space), told as failed in its place so
+# that a resumed search's trial N is job N.
+ROW_ONLY = "hpsearch_row_only"
 ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 STATES = {
@@ -54,7 +58,7 @@ def this_sweep() -> str:
 def ended_count(study: optuna.Study) -> int:
     """Trials of the search that ended (an interrupted one is to run again: not counted)."""
     trials = study.get_trials(deepcopy=False, states=ENDED)
-    return sum(not t.user_attrs.get(INTERRUPTED) for t in trials)
+    return sum(not (t.user_attrs.get(INTERRUPTED) or t.user_attrs.get(ROW_ONLY)) for t in trials)
 
 
 def started_elsewhere(study: optuna.Study) -> int:
@@ -65,40 +69,59 @@ def started_elsewhere(study: optuna.Study) -> int:
 
 
 def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> None:
-    """Tell a fresh in-memory study the trials of the sweep dir's results.csv."""
+    """Tell a fresh in-memory study the trials of the sweep dir's results.csv, one per row in
+    job order (a row that is no trial holds its place), so that trial N is job N; queue the
+    values of the interrupted ones, and of ends a killed run left unrecorded, to run again."""
     table = ResultsTable.load(sweep_dir)
-    told: list[FrozenTrial] = []
-    again: list[dict[str, Any]] = []
-    skipped = 0
-    for num in sorted(table.rows):
-        row = table.rows[num]
-        status = row.get("status", "")
-        params = row_params(space, row)
-        if status == Status.SUPERSEDED.value:
-            continue  # run again by a later row, which holds the result
-        if params is None:
-            skipped += 1
-        elif status == Status.INTERRUPTED.value:
-            again.append(params)
-        elif status in STATES:
-            told.append(row_trial(space, params, row, len(study.directions)))
+    told, again, skipped = _told(table, space, len(study.directions))
     # Ends the killed run left unrecorded: asked first, each is adopted from its run dir.
     ended = [
         p for o in Adopter(table.rows).unrecorded(sweep_dir) if (p := override_params(space, o))
     ]
     study.add_trials(told)
-    for params in [*ended, *again]:  # after: the told trials keep the rows' order, from 0
+    for params in [*ended, *again]:  # after: numbered on from the rows, as their jobs are
         study.enqueue_trial(params)
-    if told or again or skipped or ended:
+    real = sum(not t.user_attrs.get(ROW_ONLY) for t in told)
+    if real or again or skipped or ended:
         log.info(
             "hpsearch: resumed the search from %s: %s told to the study, %s to run again, "
             "%s to adopt%s",
             table.path,
-            counted(len(told), "trial"),
+            counted(real, "trial"),
             counted(len(again), "interrupted one"),
             counted(len(ended), "unrecorded end"),
             f"; {skipped} rows outside this search space left out" if skipped else "",
         )
+
+
+def _told(
+    table: ResultsTable, space: SearchSpace, n_objectives: int
+) -> tuple[list[FrozenTrial], list[dict[str, Any]], int]:
+    """A trial for each job number up to the table's last (ROW_ONLY where the row is no
+    trial, or missing), the values of the interrupted rows, and how many rows lie outside
+    this search space."""
+    told: list[FrozenTrial] = []
+    again: list[dict[str, Any]] = []
+    skipped = 0
+    for num in range(max(table.rows, default=-1) + 1):
+        row = table.rows.get(num, {})
+        status = row.get("status", "")
+        params = row_params(space, row) if row else None
+        if params is not None and status in STATES:
+            told.append(row_trial(space, params, row, n_objectives))
+            continue
+        if params is None and row and status != Status.SUPERSEDED.value:
+            skipped += 1  # a superseded row was run again by a later row, which counts
+        elif params is not None and status == Status.INTERRUPTED.value:
+            again.append(params)
+        told.append(_row_only())
+    return told, again, skipped
+
+
+def _row_only() -> FrozenTrial:
+    return optuna.trial.create_trial(
+        state=TrialState.FAIL, params={}, distributions={}, user_attrs={ROW_ONLY: True}
+    )
 
 
 def override_params(space: SearchSpace, overrides: list[str]) -> dict[str, Any] | None:

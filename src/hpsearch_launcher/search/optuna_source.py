@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 
 from ..notices import once_per_sweep
 from ..outcome import Status
+from ..plan.naming import setting_text
 from ..stream import Ask, JobEnd
 from ..text import short_repr
 from .config import SearchSettings
@@ -193,5 +194,5 @@ class OptunaSource:
                 number,
                 job_num,
                 best.value,
-                ", ".join(f"{k}={v}" for k, v in best.params.items()),
+                setting_text(best.params, ", "),
             )

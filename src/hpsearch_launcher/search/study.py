@@ -3,6 +3,7 @@ direction checked against the settings'."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -51,15 +52,30 @@ def _journal(path: Path) -> optuna.storages.BaseStorage:
     return optuna.storages.JournalStorage(backend(str(path)))
 
 
+def default_study_name(storage: optuna.storages.BaseStorage, sweep_dir: Path) -> str:
+    """An unnamed study's name: the sweep dir's last two parts and a hash of its absolute path
+    (`2026-12-07/10-00-00-3fa9c1d2`: readable in a listing of the storage, and another dir's
+    study in a shared storage is another study). A study an earlier version named after the
+    absolute path itself is continued under that name."""
+    where = sweep_dir.resolve()
+    try:
+        storage.get_study_id_from_name(str(where))
+    except KeyError:
+        digest = hashlib.sha1(str(where).encode()).hexdigest()[:8]
+        return f"{'/'.join(where.parts[-2:])}-{digest}"
+    return str(where)
+
+
 def open_study(
     settings: SearchSettings,
     storage: optuna.storages.BaseStorage,
     sampler: optuna.samplers.BaseSampler,
     pruner: optuna.pruners.BasePruner,
-    default_name: str,
+    sweep_dir: Path,
 ) -> optuna.Study:
-    """The named study, made or loaded (a later run of the sweep continues it)."""
-    name = settings.study_name or default_name
+    """The named study, made or loaded (a later run of the sweep continues it); unnamed, the
+    sweep dir names it."""
+    name = settings.study_name or default_study_name(storage, sweep_dir)
     study = optuna.create_study(
         storage=storage,
         sampler=sampler,

@@ -21,6 +21,7 @@ from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from ..outcome import Status
+from ..plan.naming import setting_text
 from ..record.leaderboard import leaderboard, summary_metric, summary_mode, summary_options
 from ..record.table import FILENAME, ResultsTable
 from ..stream import Ask, JobEnd
@@ -121,7 +122,7 @@ def open_search(
         storage,
         make_sampler(settings, grid),
         make_pruner(settings),
-        str(sweep_dir.resolve()),
+        sweep_dir,
     )
     if settings.storage is not None:
         reconcile_storage(study, storage, space, sweep_dir)
@@ -189,7 +190,8 @@ def write_best(study: optuna.Study, sweep_dir: Path) -> None:
     if len(study.directions) == 1:
         best = study.best_trial
         result |= {"best_params": best.params, "best_value": best.value}
-        log.info("hpsearch: best trial %d: %s %s", best.number, best.value, best.params)
+        shown = setting_text(best.params, ", ")
+        log.info("hpsearch: best trial %d: %.6g (%s)", best.number, best.value, shown)
     else:
         front = [{"params": t.params, "values": t.values} for t in study.best_trials]
         result["solutions"] = front
