@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from .config import HpsearchLauncherConf
+from .hydra_line import COMPOSE_METHOD
 from .one_line import refuse
 from .search.config import HpsearchSweeperConf
 from .setting_checks import refusal
@@ -42,8 +43,10 @@ TYPES = {
 
 
 def install() -> None:
-    """Wrap `ConfigLoaderImpl.load_configuration` (once per process) as the module says."""
-    original = ConfigLoaderImpl.load_configuration
+    """Wrap the method every composition goes through (`ConfigLoaderImpl.load_configuration` on
+    Hydra 1.3, `_load_configuration` on 1.4: hydra_line.COMPOSE_METHOD), once per process, as the
+    module says."""
+    original = getattr(ConfigLoaderImpl, COMPOSE_METHOD)
     if getattr(original, "hpsearch_words", False):
         return
 
@@ -65,9 +68,11 @@ def install() -> None:
                         raise words from None  # the compose API's caller handles it
                     refuse(str(words), err)
                 overrides = added
+                if kwargs.get("parsed_overrides") is not None:  # 1.4: parsed before; again now
+                    kwargs["parsed_overrides"] = None
 
     load_configuration.hpsearch_words = True  # type: ignore[attr-defined]
-    setattr(ConfigLoaderImpl, "load_configuration", load_configuration)  # noqa: B010 - a method
+    setattr(ConfigLoaderImpl, COMPOSE_METHOD, load_configuration)
 
 
 def setting_error(err: BaseException) -> OmegaConfBaseException | None:

@@ -11,6 +11,9 @@ at version numbers. Light: Hydra's plugin scan imports this module (through the 
 - OmegaConf 2.4 renames `register_new_resolver` to `register_resolver` (2.3's
   `register_resolver` is the legacy one, without `replace`).
 - 1.4's JobReturn carries the task's traceback and exception chain across processes.
+- 1.4 composes through `ConfigLoaderImpl._load_configuration` (its `load_configuration` calls
+  it, and so does `Hydra.compose_config` with overrides it parsed already); 1.3 through
+  `load_configuration`.
 - hydra-optuna-sweeper 1.4 reads `range(a,b)` as Hydra's own `range` does, b left out; 1.3 (and
   every earlier release) searches b too. hpsearch's sweeper reads it as the line's does.
 """
@@ -22,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import hydra
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
 from omegaconf import OmegaConf
@@ -29,6 +33,12 @@ from omegaconf import OmegaConf
 HAS_EXECUTION_WHITELIST = "execution_whitelist" in inspect.signature(hydra.main).parameters
 _STORE_REPLACES = "replace" in inspect.signature(ConfigStore.store).parameters
 _RESOLVER_RENAMED = "replace" in inspect.signature(OmegaConf.register_resolver).parameters
+# The ConfigLoaderImpl method every composition goes through (see above).
+COMPOSE_METHOD = (
+    "_load_configuration"
+    if hasattr(ConfigLoaderImpl, "_load_configuration")
+    else "load_configuration"
+)
 # range(a,b)'s stop is searched, as the line's hydra-optuna-sweeper searches it (see above).
 RANGE_STOP_INCLUDED = not HAS_EXECUTION_WHITELIST
 # JobReturn's field for the task's traceback, serialised in the job's process (1.4).
