@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# A single-node SLURM on this machine for hpsearch's SLURM tests (CI runs it; a developer can
+# too), as root on Debian without systemd: munge, slurmctld and slurmd from Debian's packages,
+# 2 simulated GPUs (device nodes only: SLURM allocates them and sets CUDA_VISIBLE_DEVICES; no
+# CUDA runs on them). Idempotent: a cluster already up is left as it is.
+#   .ci/slurm-up.sh         install if needed, start, wait until the node is idle
+#   .ci/slurm-up.sh down    stop the daemons, remove the device nodes (no other test sees them)
+set -euo pipefail
+CONF=/etc/slurm
+RUN=/run/hpsearch-slurm
+GPUS=2
+# CPUs the node declares (SlurmdParameters=config_overrides): more than the machine has, so
+# the tests' short jobs run several at once on 2 cores, as they would on a real node.
+CPUS=8
+
+down() {
+    for daemon in slurmd slurmctld munged; do
+        if [ -f "$RUN/$daemon.pid" ]; then
+            kill "$(cat "$RUN/$daemon.pid")" 2>/dev/null || true
+            rm -f "$RUN/$daemon.pid"
+        fi
+    done
+    for ((i = 0; i < GPUS; i++)); do rm -f "/dev/nvidia$i"; done
+}
+
+if [ "${1:-}" = down ]; then
+    down
+    exit 0
+fi
+
+if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+    exit 0  # up already
+fi
+
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge \
+        >/dev/null
+fi
+down  # a half-started cluster from before: start clean
+
+for ((i = 0; i < GPUS; i++)); do mknod -m 666 "/dev/nvidia$i" c 195 "$i"; done
+mkdir -p "$RUN" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
+chown munge:munge /run/munge
+[ -s /etc/munge/munge.key ] || mungekey --create --keyfile /etc/munge/munge.key
+chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
+runuser -u munge -- munged --pid-file=/run/munge/munged.pid
+cp /run/munge/munged.pid "$RUN/munged.pid"
+
+HOST=$(hostname)
+MEMORY=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
+cat > "$CONF/slurm.conf" <<CONF
+ClusterName=hpsearch
+SlurmctldHost=$HOST
+SlurmUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SlurmdParameters=config_overrides
+GresTypes=gpu
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ReturnToService=2
+SchedulerParameters=sched_interval=1
+MinJobAge=30
+KillWait=2
+DefMemPerCPU=256
+NodeName=$HOST CPUs=$CPUS RealMemory=$MEMORY Gres=gpu:$GPUS State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+echo "Name=gpu File=/dev/nvidia[0-$((GPUS - 1))]" > "$CONF/gres.conf"
+
+slurmctld
+slurmd
+for _ in $(seq 100); do
+    if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+        exit 0
+    fi
+    sleep 0.2
+done
+echo "slurm-up: the node is not idle after 20 s: $(sinfo -h -o '%T %E' 2>&1)" >&2
+tail -n 5 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2
+exit 1
