@@ -13,10 +13,16 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hpsearch_launcher.config import HpsearchLauncherConf
+from hpsearch_launcher.config import HpsearchLauncherConf, HpsearchSlurmLauncherConf
 from hpsearch_launcher.hydra_line import store
 
 store(group="hydra/launcher", name="hpsearch", node=HpsearchLauncherConf, provider="hpsearch")
+store(
+    group="hydra/launcher",
+    name="hpsearch_slurm",
+    node=HpsearchSlurmLauncherConf,
+    provider="hpsearch",
+)
 
 
 class HpsearchLauncher(Launcher):
