@@ -1,0 +1,255 @@
+"""The SLURM backend (hydra.launcher.backend=slurm): its settings, hydra-submitit-launcher's keys
+and SLURM's states without a cluster; then sweeps on a real single-node SLURM, which
+.ci/slurm-up.sh starts (CI runs it; a developer can). Without one the cluster's tests skip with
+one line; with HPSEARCH_REQUIRE_SLURM=1 (CI) a missing cluster fails them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from backend_suite import BackendSuite
+from conftest import Runner, wait_until
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from hpsearch_launcher.config import SlurmSettings
+from hpsearch_launcher.execute.slurm.sbatch import sbatch_parameters
+from hpsearch_launcher.execute.slurm.states import ended
+from hpsearch_launcher.outcome import Ending, Status, status_of
+from hpsearch_launcher.plan.settings import parse_settings
+
+pytestmark = pytest.mark.xdist_group("slurm")  # one cluster: its tests one at a time
+REQUIRED = os.environ.get("HPSEARCH_REQUIRE_SLURM") == "1"
+SLURM = ("hydra.launcher.backend=slurm",)
+_UNUSABLE = ("down", "drain", "fail", "unk", "not_responding", "inval")  # sinfo's node states
+
+
+def cluster_problem() -> str:
+    """Why there is no SLURM cluster to test against ("" if its node is idle or busy)."""
+    if shutil.which("sinfo") is None:
+        return "no sinfo"
+    done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, check=False)
+    states = done.stdout.split()
+    if done.returncode or all(s.startswith(_UNUSABLE) for s in states):
+        return f"sinfo: {(done.stderr or ' '.join(states)).strip() or 'no node'}"
+    return ""
+
+
+def queue() -> list[str]:
+    """The jobs SLURM holds that are not done (pending, running, completing)."""
+    done = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True)
+    return done.stdout.splitlines()
+
+
+@pytest.fixture
+def cluster() -> None:
+    """A test on the real cluster: skipped without one (failed where one is required); after
+    it, SLURM holds none of its jobs."""
+    problem = cluster_problem()
+    if problem and REQUIRED:
+        pytest.fail(f"HPSEARCH_REQUIRE_SLURM=1 and no SLURM cluster ({problem})")
+    if problem:
+        pytest.skip(f"no SLURM cluster ({problem}): .ci/slurm-up.sh starts one")
+    yield
+    wait_until(lambda: not queue(), 30, "SLURM's queue to empty")
+
+
+def results(tmp_path: Path) -> pd.DataFrame:
+    return pd.read_csv(tmp_path / "sweep" / "results.csv", keep_default_na=False)
+
+
+# ---- without a cluster ----------------------------------------------------------------------
+
+
+def test_submitit_slurm_keys_mean_what_they_mean_there() -> None:
+    params = sbatch_parameters(
+        SlurmSettings(timeout_min=5, mem_gb=4, gpus_per_node=1, partition="gpu", name="")
+    )
+    assert params["time"] == 5 and params["mem"] == "4GB" and params["gpus_per_node"] == 1
+    assert params["partition"] == "gpu" and params["job_name"] == "hpsearch"
+    assert "array_parallelism" not in params and "max_num_timeout" not in params
+
+
+@pytest.mark.parametrize(
+    ("slurm", "message"),
+    [
+        ({"nodes": 2}, "hydra.launcher.slurm.nodes=2: must be 1: each job is one fresh process"),
+        ({"tasks_per_node": 4}, "slurm.tasks_per_node=4: must be 1"),
+        ({"stderr_to_stdout": True}, "each job keeps its own stderr.log"),
+        ({"wait_for_completion": False}, "records every job's end"),
+        ({"array_parallelism": 0}, "hydra.launcher.slurm.array_parallelism=0"),
+        ({"partiton": "gpu"}, "did you mean hydra.launcher.slurm.partition?"),
+    ],
+)
+def test_what_a_key_cannot_mean_here_is_refused_in_one_line(slurm: dict, message: str) -> None:
+    with pytest.raises(Exception, match=re.escape(message)) as error:
+        parse_settings({"backend": "slurm", "slurm": slurm})
+    assert len(str(error.value).splitlines()) == 1
+
+
+def test_a_submitit_slurm_config_moves_by_the_launchers_name() -> None:
+    """hydra/launcher=hpsearch_slurm takes submitit_slurm's keys where it has them."""
+    conf = Path(__file__).parent / "apps" / "conf"
+    keys = ["timeout_min=7", "partition=gpu", "max_num_timeout=2", "additional_parameters={}"]
+    with initialize_config_dir(str(conf), version_base=None):
+        cfg = compose(
+            "probe",
+            ["hydra/launcher=hpsearch_slurm", *(f"hydra.launcher.{k}" for k in keys)],
+            return_hydra_config=True,
+        )
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert isinstance(launcher, dict)
+    settings = parse_settings({k: v for k, v in launcher.items() if k != "_target_"})
+    assert settings.backend == "slurm" and settings.slurm.timeout_min == 7
+    assert settings.slurm.partition == "gpu" and settings.slurm.max_num_timeout == 2
+    assert settings.slurm.submitit_folder.endswith("/.submitit/%j")  # in the sweep dir
+
+
+@pytest.mark.parametrize(
+    ("state", "ending", "status"),
+    [
+        ("TIMEOUT", Ending.TIME_LIMIT, Status.TIMEOUT),
+        ("PREEMPTED", Ending.PREEMPTED, Status.FAILED),
+        ("NODE_FAIL", Ending.LOST, Status.FAILED),
+        ("OUT_OF_MEMORY", Ending.CRASHED, Status.FAILED),
+        ("CANCELLED", Ending.CRASHED, Status.FAILED),
+    ],
+)
+def test_slurms_ends_map_onto_the_results_statuses(
+    state: str, ending: Ending, status: Status
+) -> None:
+    outcome = ended(state, "0:15", "", "cpu@node/7")
+    assert outcome.ending is ending and status_of(outcome) is status
+    assert state in outcome.reason
+
+
+def test_a_job_slurm_ended_without_its_state_says_its_exit() -> None:
+    assert ended("FAILED", "3:0", "", "").reason == "exited with status 3"
+    assert ended("FAILED", "0:9", "", "").reason.startswith("killed by SIGKILL")
+    assert "segmentation fault" in ended("FAILED", "139:0", "", "").reason  # srun's 128 + 11
+
+
+# ---- on the cluster ---------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("cluster")
+class TestSlurmBackend(BackendSuite):
+    backend = "slurm"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")
+def test_a_grid_with_pruning_streams_one_row_per_job(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """Two at a time (array_parallelism=2): 8 and 7 complete, the later ones are pruned."""
+    done = runner.run(
+        runner.probe_sweep(
+            marks,
+            "x=8,7,6,5,4",
+            "steps=6",
+            "step_s=0.3",
+            *SLURM,
+            "hydra.launcher.slurm.array_parallelism=2",
+            "hydra.launcher.prune=median",
+            "hydra.launcher.prune_warmup=1",
+        )
+    )
+    assert done.returncode == 0, done.stdout
+    rows = results(tmp_path).set_index("x")
+    assert len(rows) == 5
+    assert set(rows.loc[[8, 7], "status"]) == {"completed"}
+    assert set(rows.loc[[6, 5, 4], "status"]) == {"pruned"}, rows
+    assert rows.loc[8, "device"].startswith("cpu@")  # where SLURM ran it: node/job id
+    # No accounting here (no slurmdbd): submitit's watcher would warn on every poll.
+    assert "sacct" not in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")
+def test_a_search_with_pruning_finds_the_local_backends_best(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    search = [
+        "hydra/sweeper=hpsearch",
+        "hydra.sweeper.direction=maximize",
+        "x=range(0,100)",
+        "hydra.sweeper.sampler.seed=2",
+        "hydra.sweeper.n_trials=6",
+        "hydra.sweeper.pruner=median",
+        "+hydra.sweeper.pruner_args.n_startup_trials=2",
+        "steps=3",
+        "step_s=0.2",
+    ]
+    best = {}
+    for backend in ("local", "slurm"):
+        sweep = f"hydra.sweep.dir=sweep-{backend}"
+        done = runner.run(
+            runner.probe_sweep(marks, *search, f"hydra.launcher.backend={backend}", sweep)
+        )
+        assert done.returncode == 0, done.stdout
+        rows = pd.read_csv(tmp_path / f"sweep-{backend}" / "results.csv")
+        assert len(rows) == 6 and set(rows["status"]) <= {"completed", "pruned"}, rows
+        best[backend] = rows.loc[rows["status"] == "completed", "objective"].max()
+    assert best["slurm"] == best["local"]
+
+
+def _job_ids() -> list[str]:
+    return [line.split()[0] for line in queue()]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")
+def test_a_job_cancelled_outside_the_sweep_fails_alone(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    (marks / "hold").touch()  # x=3 waits at its start until the test cancels it
+    sweep = runner.popen(runner.probe_sweep(marks, "x=1,2,3", "hold_from=3", *SLURM))
+    wait_until(lambda: (marks / "start-2").exists(), 60, "job 2 to start")
+    wait_until(lambda: len(_job_ids()) == 1, 60, "jobs 0 and 1 to end")
+    subprocess.run(["scancel", *_job_ids()], check=True)
+    out, _ = sweep.communicate(timeout=60)
+    rows = results(tmp_path).set_index("x")
+    assert list(rows.loc[[1, 2], "status"]) == ["completed", "completed"], out
+    assert rows.loc[3, "status"] == "failed"
+    assert "cancelled outside the sweep (SLURM: CANCELLED, scancel)" in rows.loc[3, "error"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")
+def test_a_requeued_job_runs_again_as_its_second_attempt(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    (marks / "hold").touch()
+    sweep = runner.popen(
+        runner.probe_sweep(marks, "x=1", *SLURM, "hydra.launcher.slurm.max_num_timeout=1")
+    )
+    wait_until(lambda: (marks / "start-0").exists(), 60, "the job to start")
+    subprocess.run(["scontrol", "requeue", *_job_ids()], check=True)
+    (marks / "start-0").unlink()
+    wait_until(lambda: (marks / "start-0").exists(), 60, "its second attempt to start")
+    (marks / "hold").unlink()
+    out, _ = sweep.communicate(timeout=60)
+    assert sweep.returncode == 0, out
+    row = results(tmp_path).iloc[0]
+    assert (row["status"], row["attempts"]) == ("completed", 2), out
+    assert "SLURM requeued it" in out
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")
+def test_ctrl_c_cancels_the_sweeps_jobs(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    sweep = runner.popen(runner.probe_sweep(marks, "x=1,2,3", "sleep=120", *SLURM))
+    wait_until(lambda: len(list(marks.glob("start-*"))) == 3, 60, "3 jobs to start")
+    sweep.send_signal(signal.SIGINT)
+    out, _ = sweep.communicate(timeout=60)
+    assert sweep.returncode != 0
+    assert not queue(), out  # cancelled, and SLURM is done with them
+    assert set(results(tmp_path)["status"]) == {"interrupted"}
