@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A single-node SLURM on this machine for hpsearch's SLURM tests (CI runs it; a developer can
 # too), as root on Debian without systemd: munge, slurmctld and slurmd from Debian's packages,
-# 2 simulated GPUs (device nodes only: SLURM allocates them and sets CUDA_VISIBLE_DEVICES; no
-# CUDA runs on them). Idempotent: a cluster already up is left as it is.
-#   .ci/slurm-up.sh         install if needed, start, wait until the node is idle
-#   .ci/slurm-up.sh down    stop the daemons, remove the device nodes (no other test sees them)
+# 2 simulated GPUs: device nodes (mknod c 195 N) that SLURM allocates, setting each job's
+# CUDA_VISIBLE_DEVICES; no CUDA runs on them. They live in $RUN/dev, not /dev, so that no other
+# test (nor NVML, nor a framework) ever sees a GPU that is not there. Idempotent: a cluster
+# already up is left as it is.
+#   .ci/slurm-up.sh         install if needed, start, wait until the node takes jobs
+#   .ci/slurm-up.sh down    stop the daemons, remove the device nodes
 set -euo pipefail
 CONF=/etc/slurm
 RUN=/run/hpsearch-slurm
@@ -13,14 +15,23 @@ GPUS=2
 # the tests' short jobs run several at once on 2 cores, as they would on a real node.
 CPUS=8
 
-down() {
+down() {  # each daemon ended (SIGTERM, SIGKILL after 10 s), then the device nodes removed
     for daemon in slurmd slurmctld munged; do
-        if [ -f "$RUN/$daemon.pid" ]; then
-            kill "$(cat "$RUN/$daemon.pid")" 2>/dev/null || true
-            rm -f "$RUN/$daemon.pid"
-        fi
+        [ -f "$RUN/$daemon.pid" ] || continue
+        pid=$(cat "$RUN/$daemon.pid")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -9 "$pid" 2>/dev/null || true
+        rm -f "$RUN/$daemon.pid"
     done
-    for ((i = 0; i < GPUS; i++)); do rm -f "/dev/nvidia$i"; done
+    rm -rf "$RUN/dev"
+}
+
+usable() {  # the node takes jobs (idle, or busy with some)
+    sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated|planned|completing)'
 }
 
 if [ "${1:-}" = down ]; then
@@ -28,7 +39,7 @@ if [ "${1:-}" = down ]; then
     exit 0
 fi
 
-if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+if usable; then
     exit 0  # up already
 fi
 
@@ -39,9 +50,9 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
 fi
 down  # a half-started cluster from before: start clean
 
-for ((i = 0; i < GPUS; i++)); do mknod -m 666 "/dev/nvidia$i" c 195 "$i"; done
-mkdir -p "$RUN" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
+mkdir -p "$RUN/dev" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
 chown munge:munge /run/munge
+for ((i = 0; i < GPUS; i++)); do mknod -m 666 "$RUN/dev/nvidia$i" c 195 "$i"; done
 [ -s /etc/munge/munge.key ] || mungekey --create --keyfile /etc/munge/munge.key
 chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
 runuser -u munge -- munged --pid-file=/run/munge/munged.pid
@@ -74,16 +85,16 @@ DefMemPerCPU=256
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEMORY Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
-echo "Name=gpu File=/dev/nvidia[0-$((GPUS - 1))]" > "$CONF/gres.conf"
+echo "Name=gpu File=$RUN/dev/nvidia[0-$((GPUS - 1))]" > "$CONF/gres.conf"
 
 slurmctld
 slurmd
 for _ in $(seq 100); do
-    if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+    if usable; then
         exit 0
     fi
     sleep 0.2
 done
-echo "slurm-up: the node is not idle after 20 s: $(sinfo -h -o '%T %E' 2>&1)" >&2
+echo "slurm-up: the node takes no job after 20 s: $(sinfo -h -o '%T %E' 2>&1)" >&2
 tail -n 5 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2
 exit 1
