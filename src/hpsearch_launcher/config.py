@@ -54,7 +54,7 @@ class SlurmSettings:
     name: str = ""
     # Must be false: each job keeps its stderr.log (its last error line is the row's reason).
     stderr_to_stdout: bool = False
-    # Must be true: the sweep waits for every job (hydra-submitit-launcher 1.4's key).
+    # Must be true: the sweep waits for every job (a newer hydra-submitit-launcher's key).
     wait_for_completion: bool = True
     # sbatch's --partition, --qos, --comment, --constraint, --exclude, --gres (e.g.
     # gpu:1), --cpus-per-gpu, --mem-per-gpu, --mem-per-cpu and --account; null: not given.
