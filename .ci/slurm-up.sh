@@ -66,6 +66,7 @@ SlurmctldHost=$HOST
 SlurmUser=root
 AuthType=auth/munge
 ProctrackType=proctrack/pgid
+MpiDefault=none
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
