@@ -6,6 +6,7 @@ module in the job's process before the function runs."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,9 @@ def run_in_slurm(
     """Run one job here; return (where it ran, its result pickled as the local backend's).
     `on_gpus`: the job asked SLURM for GPUs, whose CUDA_VISIBLE_DEVICES it set (without,
     the variable may be the sweep's own, which sbatch passes on: it is not this job's)."""
+    # submitit's job side ignores SIGTERM (it waits for SLURM's SIGKILL, for its own requeue
+    # handling): scancel's SIGTERM ends a job here at once, as the local backend's does.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     job = Ticket.from_dict(ticket, "a SLURM job ticket")
     listed = os.environ.get("CUDA_VISIBLE_DEVICES", "") if on_gpus else ""
     gpus = [g for g in listed.split(",") if g]
