@@ -10,12 +10,13 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from backend_suite import BackendSuite
-from conftest import Runner, wait_until
+from conftest import Runner, read_records, wait_until
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -50,15 +51,27 @@ def queue() -> list[str]:
 
 @pytest.fixture
 def cluster() -> None:
-    """A test on the real cluster: skipped without one (failed where one is required); after
-    it, SLURM holds none of its jobs."""
+    """A test on the real cluster: skipped without one (failed where one is required)."""
     problem = cluster_problem()
     if problem and REQUIRED:
         pytest.fail(f"HPSEARCH_REQUIRE_SLURM=1 and no SLURM cluster ({problem})")
     if problem:
         pytest.skip(f"no SLURM cluster ({problem}): .ci/slurm-up.sh starts one")
+
+
+@pytest.fixture
+def empty_queue(cluster: None) -> None:
+    """A test that reads SLURM's queue: earlier tests' jobs are gone first (a job stays in
+    it for seconds after its result, while srun and SLURM wind it down)."""
+    wait_until(lambda: not queue(), 30, "earlier tests' jobs to leave SLURM's queue")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_job_left() -> Iterator[None]:
+    """After the tests, SLURM holds none of their jobs."""
     yield
-    wait_until(lambda: not queue(), 30, "SLURM's queue to empty")
+    if not cluster_problem():
+        wait_until(lambda: not queue(), 30, "SLURM's queue to empty")
 
 
 def results(tmp_path: Path) -> pd.DataFrame:
@@ -207,6 +220,21 @@ def _job_ids() -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("cluster")
+def test_jobs_run_on_the_gpus_slurm_allocates(runner: Runner, marks: Path, tmp_path: Path) -> None:
+    """gpus_per_node=1 on the cluster's 2 (simulated) GPUs: each job's CUDA_VISIBLE_DEVICES is
+    SLURM's choice, and its row says where it ran."""
+    done = runner.run(
+        runner.probe_sweep(marks, "x=1,2,3", *SLURM, "hydra.launcher.slurm.gpus_per_node=1")
+    )
+    assert done.returncode == 0, done.stdout
+    seen = [r["cuda"] for r in read_records(marks)]
+    assert set(seen) <= {"0", "1"} and len(seen) == 3, seen
+    devices = results(tmp_path).sort_values("job")["device"]
+    assert [d.split("@")[0] for d in devices] == seen
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("empty_queue")
 def test_a_job_cancelled_outside_the_sweep_fails_alone(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
@@ -223,7 +251,7 @@ def test_a_job_cancelled_outside_the_sweep_fails_alone(
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("cluster")
+@pytest.mark.usefixtures("empty_queue")
 def test_a_requeued_job_runs_again_as_its_second_attempt(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
@@ -244,7 +272,7 @@ def test_a_requeued_job_runs_again_as_its_second_attempt(
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("cluster")
+@pytest.mark.usefixtures("empty_queue")
 def test_ctrl_c_cancels_the_sweeps_jobs(runner: Runner, marks: Path, tmp_path: Path) -> None:
     sweep = runner.popen(runner.probe_sweep(marks, "x=1,2,3", "sleep=120", *SLURM))
     wait_until(lambda: len(list(marks.glob("start-*"))) == 3, 60, "3 jobs to start")
