@@ -281,3 +281,26 @@ def test_ctrl_c_cancels_the_sweeps_jobs(runner: Runner, marks: Path, tmp_path: P
     assert sweep.returncode != 0
     assert not queue(), out  # cancelled, and SLURM is done with them
     assert set(results(tmp_path)["status"]) == {"interrupted"}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("empty_queue")
+def test_after_kill_9_the_next_run_cancels_what_was_left_and_runs_it_again(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    args = runner.probe_sweep(marks, "x=1,2", *SLURM)
+    (marks / "hold").touch()  # both jobs wait at their start
+    sweep = runner.popen(args)
+    wait_until(lambda: len(list(marks.glob("start-*"))) == 2, 60, "2 jobs to start")
+    sweep.kill()
+    sweep.communicate()
+    left = _job_ids()
+    assert len(left) == 2  # SIGKILL: nobody cancelled them
+    again = runner.popen(args)
+    wait_until(lambda: not set(left) & set(_job_ids()), 60, "the left jobs to be cancelled")
+    (marks / "hold").unlink()
+    out, _ = again.communicate(timeout=60)
+    assert again.returncode == 0, out
+    assert "cancelled 2 SLURM jobs an earlier run of this sweep left running" in out
+    rows = results(tmp_path)
+    assert list(rows["status"]) == ["completed", "completed"], out

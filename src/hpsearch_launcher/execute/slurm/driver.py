@@ -27,8 +27,9 @@ from ..backend import Execution, JobHandle, JobSpec, Wanted
 from ..job.remote import write_mark
 from ..payload import sweep_sys_path
 from .handle import SlurmHandle
+from .ledger import Ledger
 from .sbatch import Submitter
-from .watcher import Watcher, run
+from .watcher import Watcher, run, still_queued
 from .worker import run_in_slurm
 
 log = logging.getLogger("hpsearch.launcher")
@@ -55,6 +56,8 @@ class SlurmBackend:
         self.sys_path = tuple(sweep_sys_path())
         self.cwd = os.getcwd()  # where the sweep started: each job works there
         self.watcher = Watcher()
+        self.ledger = Ledger(sweep_dir)
+        self.ledger.cancel_left(still_queued, scancel)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> SlurmHandle:
         """sbatch the job (raises, the job not started, if sbatch refuses it)."""
@@ -64,6 +67,7 @@ class SlurmBackend:
         job_id, result = self.submitter.submit(
             run_in_slurm, str(self.task_file), ticket.to_dict(), shipped, self.mark, self.on_gpus
         )
+        self.ledger.add(job_id)
         handle = SlurmHandle(job_id, result, spec, started)
         handle.outcome.add_done_callback(lambda _: self._after(handle))
         self.watcher.add(handle)
@@ -104,6 +108,7 @@ class SlurmBackend:
 
     def close(self) -> None:
         self.watcher.close()
+        self.ledger.close()
         self.task_file.unlink(missing_ok=True)
         Path(self.mark[0]).unlink(missing_ok=True)
         shutil.rmtree(self.started_dir, ignore_errors=True)

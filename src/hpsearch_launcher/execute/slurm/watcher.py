@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from .handle import SlurmHandle
-from .states import base_state
+from .states import base_state, is_final
 
 log = logging.getLogger("hpsearch.launcher")
 
@@ -43,6 +43,12 @@ def squeue_states(ids: Sequence[str]) -> dict[str, tuple[str, int]] | None:
         job_id, state, restarts, *_ = [*line.strip().split("|"), "", "", ""]
         found[job_id] = (state, int(restarts) if restarts.isdigit() else 0)
     return found
+
+
+def still_queued(ids: Sequence[str]) -> list[str]:
+    """Those of `ids` SLURM holds pending or running (ended ones it still lists: not)."""
+    found = squeue_states(ids) or {}
+    return [i for i, (state, _) in found.items() if not is_final(state)]
 
 
 class Watcher:
