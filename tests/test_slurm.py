@@ -5,6 +5,7 @@ one line; with HPSEARCH_REQUIRE_SLURM=1 (CI) a missing cluster fails them."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -32,11 +33,18 @@ SLURM = ("hydra.launcher.backend=slurm",)
 _UNUSABLE = ("down", "drain", "fail", "unk", "not_responding", "inval")  # sinfo's node states
 
 
+@functools.cache
 def cluster_problem() -> str:
-    """Why there is no SLURM cluster to test against ("" if its node is idle or busy)."""
+    """Why there is no SLURM cluster to test against ("" if its node takes jobs); asked once
+    (sinfo takes seconds to give up on a controller that is not there)."""
     if shutil.which("sinfo") is None:
         return "no sinfo"
-    done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, check=False, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        return "sinfo did not answer in 30 s"
     states = done.stdout.split()
     if done.returncode or all(s.startswith(_UNUSABLE) for s in states):
         return f"sinfo: {(done.stderr or ' '.join(states)).strip() or 'no node'}"
