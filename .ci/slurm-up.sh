@@ -15,18 +15,22 @@ GPUS=2
 # the tests' short jobs run several at once on 2 cores, as they would on a real node.
 CPUS=8
 
-down() {  # each daemon ended (SIGTERM, SIGKILL after 10 s), then the device nodes removed
+down() {  # the daemons ended (SIGTERM to all, SIGKILL after 10 s), the device nodes removed
+    local pids=() daemon
     for daemon in slurmd slurmctld munged; do
-        [ -f "$RUN/$daemon.pid" ] || continue
-        pid=$(cat "$RUN/$daemon.pid")
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -9 "$pid" 2>/dev/null || true
+        [ -f "$RUN/$daemon.pid" ] && pids+=("$(cat "$RUN/$daemon.pid")")
         rm -f "$RUN/$daemon.pid"
     done
+    if [ ${#pids[@]} -gt 0 ]; then
+        kill "${pids[@]}" 2>/dev/null || true
+        for _ in $(seq 50); do
+            alive=0
+            for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+            [ $alive = 1 ] || break
+            sleep 0.2
+        done
+        kill -9 "${pids[@]}" 2>/dev/null || true
+    fi
     rm -rf "$RUN/dev"
 }
 
@@ -39,8 +43,9 @@ if [ "${1:-}" = down ]; then
     exit 0
 fi
 
-if usable; then
-    exit 0  # up already
+# Up already? (sinfo asked with no controller running takes ~10 s to give up.)
+if [ -f "$RUN/slurmctld.pid" ] && kill -0 "$(cat "$RUN/slurmctld.pid")" 2>/dev/null && usable; then
+    exit 0
 fi
 
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
