@@ -222,6 +222,25 @@ def test_a_search_with_pruning_finds_the_local_backends_best(
     assert best["slurm"] == best["local"]
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")
+def test_out_of_memory_retries_wait_for_no_other_job(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """Each job its own slot group: a job retried alone after running out of memory does not
+    wait for the others to drain (SLURM gives each job its own allocation)."""
+    done = runner.run(
+        runner.probe_sweep(
+            marks, "x=1,2", "mode=tf_oom_once", *SLURM, "hydra.launcher.slurm.array_parallelism=2"
+        )
+    )
+    assert done.returncode == 0, done.stdout
+    assert "2 at a time;" in done.stdout
+    rows = results(tmp_path)
+    assert list(rows["status"]) == ["completed"] * 2 and list(rows["attempts"]) == [2, 2]
+    assert done.stdout.count("(alone, attempt 2)") == 2
+
+
 def _job_ids() -> list[str]:
     return [line.split()[0] for line in queue()]
 

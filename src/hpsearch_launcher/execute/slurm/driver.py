@@ -6,7 +6,7 @@ reports and stop file on the sweep dir, which every node must see at the same pa
 
 Here the sweep's side: `slurm_execution` checks the cluster answers and makes a `SlurmBackend`,
 whose slots are hydra.launcher.slurm.array_parallelism (the most jobs queued or running at
-once); one `Watcher` reads every job's state (watcher.py).
+once), one per slot group; one `Watcher` reads every job's state (watcher.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import wait
+from dataclasses import dataclass
 from pathlib import Path
 
 from ... import contract
@@ -35,7 +36,8 @@ from .worker import run_in_slurm
 log = logging.getLogger("hpsearch.launcher")
 
 END_WAIT_S = 30.0  # after scancel, how long to wait for SLURM to be done with the jobs
-SLURM_GPUS = "slurm:gpu"  # the sweep's slot group when jobs ask SLURM for GPUs
+SLURM_SLOT = "slurm:"  # the sweep's slot groups: "slurm:0" .. one per job queued at once
+SLURM_GPUS = "slurm:gpu"  # where a job's environment is made when jobs ask SLURM for GPUs
 TASK_FILE = ".hpsearch-task"  # in the sweep dir: the pickled task, read by each job
 # Variables SLURM sets per job itself (the GPUs it allocated), or meaningless off this machine.
 _NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
@@ -139,14 +141,28 @@ def slurm_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) ->
         )
     slurm = settings.slurm
     backend = SlurmBackend(settings, task, sweep_dir)
-    group = SLURM_GPUS if backend.on_gpus else CPU
     partition = slurm.partition or "the default partition"
-    return Execution(
+    return SlurmExecution(
         backend,
-        (group,),
-        slurm.array_parallelism,
+        tuple(f"{SLURM_SLOT}{i}" for i in range(slurm.array_parallelism)),
+        1,
         f"SLURM ({partition}, up to {slurm.array_parallelism} jobs at once)",
         settings,
         {},
-        (slurm.cpus_per_task or 1) * slurm.array_parallelism,
+        slurm.cpus_per_task or 1,
+        unit="",
+        on_gpus=backend.on_gpus,
     )
+
+
+@dataclass
+class SlurmExecution(Execution):
+    """Jobs as SLURM jobs: a slot group of one slot per job the sweep may have queued at once
+    (a job retried alone after running out of memory then waits for no other job: SLURM gives
+    each its own allocation), each job's environment that of the allocation SLURM gives it."""
+
+    on_gpus: bool = False
+
+    def job_env(self, group: str, whole: bool = False, cap_mb: int | None = None) -> dict[str, str]:
+        """Any slot's job: on its GPUs (their ids are SLURM's to set), or its CPUs."""
+        return super().job_env(SLURM_GPUS if self.on_gpus else CPU, whole, cap_mb)
