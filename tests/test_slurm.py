@@ -167,10 +167,12 @@ class TestSlurmBackend(BackendSuite):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("cluster")
-def test_a_grid_with_pruning_streams_one_row_per_job(
+def test_a_grid_with_pruning_streams_one_row_per_job_on_slurms_gpus(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    """Two at a time (array_parallelism=2): 8 and 7 complete, the later ones are pruned."""
+    """Two at a time (array_parallelism=2), a GPU each (gpus_per_node=1 on the cluster's 2
+    simulated ones): 8 and 7 complete, the later ones are pruned; each job's
+    CUDA_VISIBLE_DEVICES is SLURM's choice, and its row says where it ran."""
     done = runner.run(
         runner.probe_sweep(
             marks,
@@ -179,6 +181,7 @@ def test_a_grid_with_pruning_streams_one_row_per_job(
             "step_s=0.3",
             *SLURM,
             "hydra.launcher.slurm.array_parallelism=2",
+            "hydra.launcher.slurm.gpus_per_node=1",
             "hydra.launcher.prune=median",
             "hydra.launcher.prune_warmup=1",
         )
@@ -188,7 +191,10 @@ def test_a_grid_with_pruning_streams_one_row_per_job(
     assert len(rows) == 5
     assert set(rows.loc[[8, 7], "status"]) == {"completed"}
     assert set(rows.loc[[6, 5, 4], "status"]) == {"pruned"}, rows
-    assert rows.loc[8, "device"].startswith("cpu@")  # where SLURM ran it: node/job id
+    seen = {r["num"]: r["cuda"] for r in read_records(marks)}
+    assert set(seen.values()) <= {"0", "1"} and len(seen) == 5, seen
+    for num, device in zip(rows["job"], rows["device"], strict=True):
+        assert device.startswith(f"{seen[num]}@")  # its GPU, @ node / SLURM job id
     # No accounting here (no slurmdbd): submitit's watcher would warn on every poll.
     assert "sacct" not in done.stdout
 
@@ -247,29 +253,15 @@ def _job_ids() -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("cluster")
-def test_jobs_run_on_the_gpus_slurm_allocates(runner: Runner, marks: Path, tmp_path: Path) -> None:
-    """gpus_per_node=1 on the cluster's 2 (simulated) GPUs: each job's CUDA_VISIBLE_DEVICES is
-    SLURM's choice, and its row says where it ran."""
-    done = runner.run(
-        runner.probe_sweep(marks, "x=1,2,3", *SLURM, "hydra.launcher.slurm.gpus_per_node=1")
-    )
-    assert done.returncode == 0, done.stdout
-    seen = [r["cuda"] for r in read_records(marks)]
-    assert set(seen) <= {"0", "1"} and len(seen) == 3, seen
-    devices = results(tmp_path).sort_values("job")["device"]
-    assert [d.split("@")[0] for d in devices] == seen
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("empty_queue")
 def test_a_job_cancelled_outside_the_sweep_fails_alone(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
     (marks / "hold").touch()  # x=3 waits at its start until the test cancels it
     sweep = runner.popen(runner.probe_sweep(marks, "x=1,2,3", "hold_from=3", *SLURM))
     wait_until(lambda: (marks / "start-2").exists(), 60, "job 2 to start")
-    wait_until(lambda: len(_job_ids()) == 1, 60, "jobs 0 and 1 to end")
-    subprocess.run(["scancel", *_job_ids()], check=True)
+    # Where it runs, as the job wrote it at its start: cpu@<node>/<SLURM job id>.
+    started = tmp_path / "sweep" / ".hpsearch-sweep.started" / "2-1"
+    subprocess.run(["scancel", started.read_text().rpartition("/")[2]], check=True)
     out, _ = sweep.communicate(timeout=60)
     rows = results(tmp_path).set_index("x")
     assert list(rows.loc[[1, 2], "status"]) == ["completed", "completed"], out
