@@ -161,6 +161,22 @@ def test_a_job_slurm_ended_without_its_state_says_its_exit() -> None:
 
 
 @pytest.mark.usefixtures("cluster")
+def test_without_accounting_sacct_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job squeue no longer lists is looked up with sacct; a cluster without accounting (this
+    one: no slurmdbd) says so once, and sacct is not asked again (nor warned about)."""
+    from hpsearch_launcher.execute.slurm import watcher as module
+
+    watcher = module.Watcher()
+    try:
+        assert watcher.accounted_state("999999") == ""
+        assert watcher.accounting is False
+        monkeypatch.setattr(module, "run", lambda command: pytest.fail(f"ran {command}"))
+        assert watcher.accounted_state("999999") == ""
+    finally:
+        watcher.close()
+
+
+@pytest.mark.usefixtures("cluster")
 class TestSlurmBackend(BackendSuite):
     backend = "slurm"
 
