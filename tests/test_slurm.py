@@ -22,9 +22,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from hpsearch_launcher.config import SlurmSettings
+from hpsearch_launcher.execute.failures import Retry, retry_kind
 from hpsearch_launcher.execute.slurm.sbatch import sbatch_parameters
 from hpsearch_launcher.execute.slurm.states import ended
-from hpsearch_launcher.outcome import Ending, Status, status_of
+from hpsearch_launcher.outcome import Ending, Outcome, Status, status_of
 from hpsearch_launcher.plan.settings import parse_settings
 
 pytestmark = pytest.mark.xdist_group("slurm")  # one cluster: its tests one at a time
@@ -149,6 +150,21 @@ def test_slurms_ends_map_onto_the_results_statuses(
     outcome = ended(state, "0:15", "", "cpu@node/7")
     assert outcome.ending is ending and status_of(outcome) is status
     assert state in outcome.reason
+
+
+@pytest.mark.parametrize("ending", [Ending.TIME_LIMIT, Ending.PREEMPTED])
+def test_a_time_limit_or_preemption_runs_again_up_to_max_num_timeout(ending: Ending) -> None:
+    """As hydra-submitit-launcher requeues them; apart from max_retries (the job's own
+    failures): two requeues leave max_retries=1 for a failure afterwards."""
+    settings = parse_settings({"max_retries": 1, "slurm": {"max_num_timeout": 2}})
+    requeued = Outcome(ending, detail="SLURM")
+    assert retry_kind(requeued, False, 1, 0, settings, requeues=1) is Retry.AGAIN
+    assert retry_kind(requeued, False, 2, 0, settings, requeues=2) is Retry.AGAIN
+    assert retry_kind(requeued, False, 3, 0, settings, requeues=3) is None
+    raised = Outcome(Ending.RAISED, detail="ValueError: x")
+    assert retry_kind(raised, False, 3, 0, settings, requeues=2) is Retry.AGAIN
+    assert retry_kind(raised, False, 4, 0, settings, requeues=2) is None
+    assert retry_kind(requeued, False, 1, 0, parse_settings({}), requeues=1) is None  # default 0
 
 
 def test_a_job_slurm_ended_without_its_state_says_its_exit() -> None:
