@@ -116,22 +116,67 @@ def test_what_a_key_cannot_mean_here_is_refused_in_one_line(slurm: dict, message
     assert len(str(error.value).splitlines()) == 1
 
 
+# Every key of hydra-submitit-launcher's SlurmQueueConf, set as a user's config sets it.
+SUBMITIT_SLURM_KEYS = {
+    "submitit_folder": "cluster/.submitit/%j",
+    "timeout_min": 7,
+    "cpus_per_task": 4,
+    "gpus_per_node": 1,
+    "tasks_per_node": 1,
+    "mem_gb": 16,
+    "nodes": 1,
+    "name": "my_app",
+    "stderr_to_stdout": False,
+    "partition": "gpu",
+    "qos": "normal",
+    "comment": "sweep",
+    "constraint": "volta",
+    "exclude": "node7",
+    "gres": "gpu:1",
+    "cpus_per_gpu": 2,
+    "gpus_per_task": 1,
+    "mem_per_gpu": "8G",
+    "mem_per_cpu": "2G",
+    "account": "lab",
+    "signal_delay_s": 60,
+    "max_num_timeout": 2,
+    "additional_parameters": {"mail-type": "END"},
+    "array_parallelism": 8,
+    "setup": ["module load cuda"],
+    "srun_args": ["--cpu-bind=none"],
+}
+
+
 def test_a_submitit_slurm_config_moves_by_the_launchers_name() -> None:
-    """hydra/launcher=hpsearch_slurm takes submitit_slurm's keys where it has them."""
+    """hydra/launcher=hpsearch_slurm takes submitit_slurm's keys where it has them, each
+    meaning what it means there (as submitit's sbatch parameters)."""
     conf = Path(__file__).parent / "apps" / "conf"
-    keys = ["timeout_min=7", "partition=gpu", "max_num_timeout=2", "additional_parameters={}"]
+    overrides = [  # a mapping's new key needs a + (as with submitit_slurm: Hydra's struct)
+        f"+hydra.launcher.{k}.mail-type=END"
+        if k == "additional_parameters"
+        else f"hydra.launcher.{k}={str(v).lower() if isinstance(v, bool) else repr(v)}"
+        for k, v in SUBMITIT_SLURM_KEYS.items()
+    ]
     with initialize_config_dir(str(conf), version_base=None):
         cfg = compose(
-            "probe",
-            ["hydra/launcher=hpsearch_slurm", *(f"hydra.launcher.{k}" for k in keys)],
-            return_hydra_config=True,
+            "probe", ["hydra/launcher=hpsearch_slurm", *overrides], return_hydra_config=True
         )
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
     assert isinstance(launcher, dict)
     settings = parse_settings({k: v for k, v in launcher.items() if k != "_target_"})
-    assert settings.backend == "slurm" and settings.slurm.timeout_min == 7
-    assert settings.slurm.partition == "gpu" and settings.slurm.max_num_timeout == 2
-    assert settings.slurm.submitit_folder.endswith("/.submitit/%j")  # in the sweep dir
+    assert settings.backend == "slurm"
+    assert {k: getattr(settings.slurm, k) for k in SUBMITIT_SLURM_KEYS} == SUBMITIT_SLURM_KEYS
+    sbatch = sbatch_parameters(settings.slurm)
+    assert (sbatch["time"], sbatch["mem"], sbatch["job_name"]) == (7, "16GB", "my_app")
+    assert sbatch["ntasks_per_node"] == 1 and sbatch["setup"] == ["module load cuda"]
+
+
+def test_the_default_submitit_folder_is_in_the_sweep_dir() -> None:
+    conf = Path(__file__).parent / "apps" / "conf"
+    with initialize_config_dir(str(conf), version_base=None):
+        cfg = compose("probe", ["hydra/launcher=hpsearch_slurm"], return_hydra_config=True)
+    folder = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)["submitit_folder"]
+    assert folder == f"{cfg.hydra.sweep.dir}/.submitit/%j"
 
 
 @pytest.mark.parametrize(
