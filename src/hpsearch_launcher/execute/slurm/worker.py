@@ -27,8 +27,14 @@ def run_in_slurm(
     `on_gpus`: the job asked SLURM for GPUs, whose CUDA_VISIBLE_DEVICES it set (without,
     the variable may be the sweep's own, which sbatch passes on: it is not this job's)."""
     # submitit's job side ignores SIGTERM (it waits for SLURM's SIGKILL, for its own requeue
-    # handling): scancel's SIGTERM ends a job here at once, as the local backend's does.
+    # handling): scancel's SIGTERM ends a job here at once, as the local backend's does. And
+    # its handler of the warning signal_delay_s before the time limit (USR2) raises into a
+    # task that is not submitit-checkpointable, failing it: ignored here, the job runs on
+    # until SLURM ends it at its limit (TIMEOUT), and the sweep runs it again within
+    # max_num_timeout. A task may still set its own handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    warning = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+    signal.signal(getattr(signal, f"SIG{warning}", signal.SIGUSR2), signal.SIG_IGN)
     job = Ticket.from_dict(ticket, "a SLURM job ticket")
     listed = os.environ.get("CUDA_VISIBLE_DEVICES", "") if on_gpus else ""
     gpus = [g for g in listed.split(",") if g]
