@@ -36,21 +36,25 @@ def test_every_opener_resolves_to_a_callable_with_the_shared_signature(entry: Ba
 
 
 def test_the_table_names_each_backend_once_and_says_when_it_opens() -> None:
-    """local opens first (its devices refuse a sweep before results.csv is touched); Ray joins
-    its cluster only once the jobs are found good. The default backend is in the table."""
+    """local opens first (its devices refuse a sweep before results.csv is touched); Ray and
+    SLURM join their cluster only once the jobs are found good. The default backend is in the
+    table."""
     assert {name: entry.name for name, entry in BACKENDS.items()} == {
         "local": "local",
         "ray": "ray",
+        "slurm": "slurm",
     }
     assert BACKENDS["local"].opens_first and not BACKENDS["ray"].opens_first
+    assert not BACKENDS["slurm"].opens_first
     assert LauncherSettings().backend in BACKENDS
-    assert [entry.package for entry in BACKENDS.values()] == [None, "ray"]
+    assert [entry.package for entry in BACKENDS.values()] == [None, "ray", "submitit"]
     assert BACKENDS["ray"].install == 'pip install "hpsearch[ray]"'
+    assert BACKENDS["slurm"].install == 'pip install "hpsearch[slurm]"'
 
 
 def test_each_section_is_a_setting_parsed_by_its_backends_parser() -> None:
     declared = {f.name for f in fields(LauncherSettings)}
-    assert set(SECTIONS) == {"ray"} and set(SECTIONS) <= declared
+    assert set(SECTIONS) == {"ray", "slurm"} and set(SECTIONS) <= declared
     parsed = parse_settings({"ray": {"address": "auto"}})
     assert parsed.ray == SECTIONS["ray"].parse(
         {**LauncherSettings().ray.__dict__, "address": "auto"}
@@ -65,9 +69,9 @@ def test_each_section_is_a_setting_parsed_by_its_backends_parser() -> None:
 
 def test_an_unknown_backend_is_refused_naming_the_allowed_ones() -> None:
     with pytest.raises(LauncherSettingsError) as err:
-        parse_settings({"backend": "slurm"})
+        parse_settings({"backend": "k8s"})
     assert str(err.value) == (
-        "hydra.launcher.backend='slurm': must be one of local, ray "
+        "hydra.launcher.backend='k8s': must be one of local, ray, slurm "
         "(e.g. hydra.launcher.backend=ray)"
     )
 
@@ -90,26 +94,26 @@ def test_a_backend_whose_package_is_missing_is_refused_with_its_install_hint(
 def test_a_new_table_entry_is_read_not_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checks come from the entry: a backend added to the table is accepted, its missing
     package refused with its own hint and title, its GPU rule its own."""
-    slurm = BackendEntry(
-        "slurm",
-        "hpsearch_launcher.execute.slurm.slurm_execution",
+    k8s = BackendEntry(
+        "k8s",
+        "hpsearch_launcher.execute.k8s.k8s_execution",
         opens_first=False,
-        title="Slurm",
+        title="Kubernetes",
         package="no_such_package_for_hpsearch_tests",
-        install='pip install "hpsearch[slurm]"',
+        install='pip install "hpsearch[k8s]"',
     )
-    monkeypatch.setitem(BACKENDS, "slurm", slurm)
+    monkeypatch.setitem(BACKENDS, "k8s", k8s)
     with pytest.raises(LauncherSettingsError) as err:
-        parse_backend("slurm", "auto")
+        parse_backend("k8s", "auto")
     assert str(err.value) == (
-        "hydra.launcher.backend=slurm: Slurm is not installed here; install it with "
-        'pip install "hpsearch[slurm]", or use hydra.launcher.backend=local'
+        "hydra.launcher.backend=k8s: Kubernetes is not installed here; install it with "
+        'pip install "hpsearch[k8s]", or use hydra.launcher.backend=local'
     )
-    monkeypatch.setitem(BACKENDS, "slurm", replace(slurm, package=None))
-    assert parse_backend("slurm", [0, 1]) == "slurm"  # it assigns no GPUs: a list is kept
-    monkeypatch.setitem(BACKENDS, "slurm", replace(slurm, package=None, assigns_gpus=True))
-    with pytest.raises(LauncherSettingsError, match="with backend=slurm, Slurm assigns"):
-        parse_backend("slurm", [0, 1])
+    monkeypatch.setitem(BACKENDS, "k8s", replace(k8s, package=None))
+    assert parse_backend("k8s", [0, 1]) == "k8s"  # it assigns no GPUs: a list is kept
+    monkeypatch.setitem(BACKENDS, "k8s", replace(k8s, package=None, assigns_gpus=True))
+    with pytest.raises(LauncherSettingsError, match="with backend=k8s, Kubernetes assigns"):
+        parse_backend("k8s", [0, 1])
 
 
 @pytest.mark.parametrize("name", [n for n, e in BACKENDS.items() if e.assigns_gpus])

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from hpsearch.app import CONFIG_DIR, check_group_choices, run_dir_line
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
-from hpsearch_launcher.config import LauncherSettings, RaySettings
+from hpsearch_launcher.config import LauncherSettings, RaySettings, SlurmSettings
 from hpsearch_launcher.search.config import SearchSettings
 
 
@@ -78,10 +78,11 @@ def test_help_says_what_hpsearch_is_and_its_launcher_settings() -> None:
         assert text in done.stdout
     # Every setting of the launcher and of the search, from their one declaration.
     listed = re.findall(r"^  (\S+) +\(default ", done.stdout, flags=re.M)
-    launcher = [f.name for f in dataclasses.fields(LauncherSettings) if f.name != "ray"]
-    ray = [f"ray.{f.name}" for f in dataclasses.fields(RaySettings)]
+    sections = {"ray": RaySettings, "slurm": SlurmSettings}
+    launcher = [f.name for f in dataclasses.fields(LauncherSettings) if f.name not in sections]
+    nested = [f"{n}.{f.name}" for n, cls in sections.items() for f in dataclasses.fields(cls)]
     search = [f.name for f in dataclasses.fields(SearchSettings)]
-    assert listed == [*launcher, *ray, *search]
+    assert listed == [*launcher, *nested, *search]
     for text in ('or "auto": as many as their measured memory fits', "memory_keys", "prune "):
         assert text in done.stdout
     assert "== Search settings (with hydra/sweeper=hpsearch: hydra.sweeper.KEY=VALUE) ==" in (

@@ -42,7 +42,7 @@ def test_the_launcher_imports_nothing_from_hpsearch() -> None:
     assert out.stdout.startswith("ok ") and int(out.stdout.split()[1]) >= 20
 
 
-HEAVY = {"tensorflow", "keras", "torch", "ray", "loky", "jax", "psutil"}
+HEAVY = {"tensorflow", "keras", "torch", "ray", "submitit", "loky", "jax", "psutil"}
 
 
 def test_hydras_plugin_scan_imports_nothing_heavy() -> None:

@@ -101,6 +101,28 @@ def test_execute_keeps_the_job_side_and_each_backend_apart(tmp_path: Path) -> No
     ]
 
 
+def test_a_heavy_package_is_imported_only_by_its_backend(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "config.py": "def f():\n    import submitit\n",
+            "execute/__init__.py": "",
+            "execute/slurm/__init__.py": "",
+            "execute/slurm/sbatch.py": "import submitit.core\n",
+            "execute/ray/__init__.py": "",
+            "execute/ray/driver.py": "from submitit import SlurmExecutor\nimport ray\n",
+            "plan/__init__.py": "",
+            "plan/env.py": "import tensorflow as tf\n",
+        },
+    )
+    assert import_layers.problems(package) == [
+        "config imports submitit: only execute/slurm may",
+        "execute.ray.driver imports submitit: only execute/slurm may",
+        "plan.env imports tensorflow: no launcher module may",
+    ]
+
+
 # What the app may import of the launcher: the job-side API, the app's surface, the results.
 PUBLIC = {"hpsearch_launcher", "hpsearch_launcher.api", "hpsearch_launcher.results"}
 

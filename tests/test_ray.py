@@ -152,7 +152,7 @@ def test_a_lost_node_is_retried_apart_from_the_jobs_own_failures() -> None:
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"backend": "slurm"}, "hydra.launcher.backend='slurm': must be one of local, ray"),
+        ({"backend": "k8s"}, "hydra.launcher.backend='k8s': must be one of local, ray, slurm"),
         ({"backend": "ray", "gpus": [0, 1]}, "Ray assigns each job its GPU"),
         ({"ray": {"address": "http://head:8265"}}, "must be empty (start a Ray for the sweep)"),
         ({"ray": {"num_cpus": 0}}, "hydra.launcher.ray.num_cpus=0: must be a number > 0"),

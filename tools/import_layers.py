@@ -8,7 +8,8 @@ of the others; plan imports neither execute nor record; record does not import e
 sweeper's search imports neither execute nor launch, and plan, record, execute do not import it.
 Inside execute: execute/job (what runs in a job's process, on any backend) imports nothing else
 of execute; each backend's folder (execute/local, execute/ray, any other but job) imports no
-other backend's; the loop (execute's own modules) imports no backend's folder.
+other backend's; the loop (execute's own modules) imports no backend's folder. A heavy package
+(HEAVY: ray, submitit) is imported only in its backend's folder, TensorFlow nowhere.
 Every import counts, a lazy one inside a function too. Prints each problem; exit status 1 if any.
 """
 
@@ -46,6 +47,10 @@ FORBIDDEN = {
     "execute": {"search"},
 }
 
+
+# Heavy packages and the one execute folder that may import them (None: no module of the
+# launcher): the plugin scan, the loop and the other backends never pay for them.
+HEAVY: dict[str, str | None] = {"ray": "ray", "submitit": "slurm", "tensorflow": None}
 
 # execute's folder that runs inside a job's process, whatever the backend; every other folder
 # under execute is a backend's.
@@ -115,6 +120,31 @@ def imports(name: str, path: Path, package: str, known: set[str]) -> Iterator[st
                     yield inner
 
 
+def heavy_imports(path: Path) -> set[str]:
+    """The HEAVY packages a module imports (lazily too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found & set(HEAVY)
+
+
+def heavy_problems(package: Path) -> list[str]:
+    """Modules importing a heavy package outside the execute folder that may."""
+    found = modules(package)
+    packages = {name for name, path in found.items() if path.name == "__init__.py"}
+    problems = []
+    for name, path in sorted(found.items()):
+        for heavy in sorted(heavy_imports(path)):
+            allowed = HEAVY[heavy]
+            if allowed is None or execute_folder(name, packages) != allowed:
+                where = f"only execute/{allowed} may" if allowed else "no launcher module may"
+                problems.append(f"{name} imports {heavy}: {where}")
+    return problems
+
+
 def graph(package: Path) -> dict[str, set[str]]:
     found = modules(package)
     return {
@@ -166,7 +196,7 @@ def problems(package: Path) -> list[str]:
             inner = execute_problem(name, target, packages)
             if inner is not None:
                 found.append(f"{name} imports {target}: {inner}")
-    return found
+    return found + heavy_problems(package)
 
 
 def main(argv: list[str]) -> int:

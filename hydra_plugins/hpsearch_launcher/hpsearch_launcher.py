@@ -14,12 +14,18 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher import compose_errors
-from hpsearch_launcher.config import HpsearchLauncherConf
+from hpsearch_launcher.config import HpsearchLauncherConf, HpsearchSlurmLauncherConf
 from hpsearch_launcher.hydra_line import store
 
 # A mistyped hpsearch setting, in any app: one line naming the nearest, not Hydra's six.
 compose_errors.install()
 store(group="hydra/launcher", name="hpsearch", node=HpsearchLauncherConf, provider="hpsearch")
+store(
+    group="hydra/launcher",
+    name="hpsearch_slurm",
+    node=HpsearchSlurmLauncherConf,
+    provider="hpsearch",
+)
 
 
 class HpsearchLauncher(Launcher):

@@ -30,6 +30,61 @@ class RaySettings:
 
 
 @dataclass(frozen=True)
+class SlurmSettings:
+    # hydra-submitit-launcher's SlurmQueueConf keys, with its meaning (hydra/launcher=
+    # hpsearch_slurm takes them as it does, in hydra.launcher itself). Where submitit writes
+    # each job's sbatch file, pickles and SLURM logs ("": <sweep dir>/.submitit/%j).
+    submitit_folder: str = ""
+    # Each job's SLURM time limit in minutes (sbatch --time); past it SLURM ends it: TIMEOUT.
+    timeout_min: int = 60
+    # CPUs each job holds (sbatch --cpus-per-task); null: SLURM's default (1). Its thread count.
+    cpus_per_task: Optional[int] = None  # noqa: UP045
+    # GPUs each job holds (sbatch --gpus-per-node); SLURM picks them and sets
+    # CUDA_VISIBLE_DEVICES. null: none, unless gpus_per_task or gres asks.
+    gpus_per_node: Optional[int] = None  # noqa: UP045
+    # GPUs of the job's one task (sbatch --gpus-per-task); null: see gpus_per_node.
+    gpus_per_task: Optional[int] = None  # noqa: UP045
+    # Tasks per node: must be 1 (each job is one fresh process).
+    tasks_per_node: int = 1
+    # Memory each job holds in GB (sbatch --mem); null: the cluster's DefMemPerCPU.
+    mem_gb: Optional[int] = None  # noqa: UP045
+    # Nodes per job: must be 1 (each job is one fresh process).
+    nodes: int = 1
+    # The SLURM job name ("": hpsearch).
+    name: str = ""
+    # Must be false: each job keeps its stderr.log (its last error line is the row's reason).
+    stderr_to_stdout: bool = False
+    # Must be true: the sweep waits for every job (a newer hydra-submitit-launcher's key).
+    wait_for_completion: bool = True
+    # sbatch's --partition, --qos, --comment, --constraint, --exclude, --gres (e.g.
+    # gpu:1), --cpus-per-gpu, --mem-per-gpu, --mem-per-cpu and --account; null: not given.
+    partition: Optional[str] = None  # noqa: UP045
+    qos: Optional[str] = None  # noqa: UP045
+    comment: Optional[str] = None  # noqa: UP045
+    constraint: Optional[str] = None  # noqa: UP045
+    exclude: Optional[str] = None  # noqa: UP045
+    gres: Optional[str] = None  # noqa: UP045
+    cpus_per_gpu: Optional[int] = None  # noqa: UP045
+    mem_per_gpu: Optional[str] = None  # noqa: UP045
+    mem_per_cpu: Optional[str] = None  # noqa: UP045
+    account: Optional[str] = None  # noqa: UP045
+    # Seconds before the time limit that SLURM signals the job (USR2, submitit's --signal).
+    signal_delay_s: int = 120
+    # A job that SLURM ends at its time limit or preempts (or that `scontrol requeue` sends
+    # back) runs again as a new attempt up to this many times (counted in `attempts`).
+    max_num_timeout: int = 0
+    # More sbatch options by name, e.g. {mail-type: END}.
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+    # The most SLURM jobs of the sweep queued or running at once: jobs are submitted one by
+    # one as earlier ones end (never as an array: no MaxArraySize limit).
+    array_parallelism: int = 256
+    # Shell lines run in the sbatch script before the job (e.g. [module load cuda]).
+    setup: Optional[list[str]] = None  # noqa: UP045
+    # Extra arguments of the srun that starts the job's process.
+    srun_args: Optional[list[str]] = None  # noqa: UP045
+
+
+@dataclass(frozen=True)
 class LauncherSettings:
     # "auto" (CUDA_VISIBLE_DEVICES if set, else NVML's GPUs, else none), or a list of GPU ids
     # used as given ([] runs on the CPU). Checked: None for "auto", else a tuple of ids.
@@ -91,10 +146,12 @@ class LauncherSettings:
     # called setsid or double-forked) are ended when the job's process ends, before its slot
     # takes the next job: on a GPU they would keep their memory. true keeps them running.
     keep_daemons: bool = False
-    # Where jobs run: "local" (processes on this machine) or "ray" (Ray tasks, one fresh worker
-    # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below).
+    # Where jobs run: "local" (processes on this machine), "ray" (Ray tasks, one fresh worker
+    # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below) or "slurm"
+    # (one SLURM job each, through submitit: pip install "hpsearch[slurm]"; see `slurm`).
     backend: str = "local"
     ray: RaySettings = field(default_factory=RaySettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
     @property
     def warm(self) -> bool:
@@ -120,12 +177,16 @@ def hydra_config_class(
     target: str | None = None,
     nested: dict[type, type] | None = None,
     defaults: list[Any] | None = None,
+    beside: type | None = None,
+    values: dict[str, Any] | None = None,
 ) -> type:
     """A plain (mutable) dataclass with `settings`' fields, types and defaults, `_target_`
     first: what Hydra's ConfigStore and OmegaConf need. `nested` maps a settings class used as
     a field's type to its config class. With `defaults` (Hydra's defaults list for the node,
     its groups' nodes carrying `_target_`s of their own), instantiating the node leaves those
-    nodes as configs (`_recursive_: false`): the plugin checks and makes them itself."""
+    nodes as configs (`_recursive_: false`): the plugin checks and makes them itself. `beside`:
+    a section's settings class whose fields come after, at the same level, instead of the
+    section; `values`: defaults that differ from the declared ones."""
     fields: list[tuple[str, Any, Any]] = []
     if target is not None:
         fields.append(("_target_", str, field(default=target)))
@@ -133,10 +194,13 @@ def hydra_config_class(
         fields.append(("_recursive_", bool, field(default=False)))
     if defaults is not None:
         fields.append(("defaults", list[Any], field(default_factory=lambda: list(defaults))))
-    for f in dataclasses.fields(settings):
+    own = [f for f in dataclasses.fields(settings) if beside is None or f.type is not beside]
+    for f in (*own, *(dataclasses.fields(beside) if beside else ())):
         declared: Any = f.type
         kind = (nested or {}).get(declared, declared)
-        if f.default_factory is not dataclasses.MISSING:
+        if f.name in (values or {}):
+            fields.append((f.name, kind, field(default=(values or {})[f.name])))
+        elif f.default_factory is not dataclasses.MISSING:
             factory = kind if kind is not declared else f.default_factory
             fields.append((f.name, kind, field(default_factory=factory)))
         else:
@@ -148,6 +212,16 @@ def hydra_config_class(
 
 
 RayConf = hydra_config_class(RaySettings, "RayConf")
-HpsearchLauncherConf = hydra_config_class(
-    LauncherSettings, "HpsearchLauncherConf", TARGET, {RaySettings: RayConf}
+SlurmConf = hydra_config_class(SlurmSettings, "SlurmConf")
+_NESTED = {RaySettings: RayConf, SlurmSettings: SlurmConf}
+HpsearchLauncherConf = hydra_config_class(LauncherSettings, "HpsearchLauncherConf", TARGET, _NESTED)
+# hydra/launcher=hpsearch_slurm: the SLURM backend with hydra-submitit-launcher's keys where its
+# submitit_slurm has them (hydra.launcher.partition, ...): a user's config moves by its name.
+HpsearchSlurmLauncherConf = hydra_config_class(
+    LauncherSettings,
+    "HpsearchSlurmLauncherConf",
+    TARGET,
+    _NESTED,
+    beside=SlurmSettings,
+    values={"backend": "slurm", "submitit_folder": "${hydra.sweep.dir}/.submitit/%j"},
 )

@@ -175,9 +175,10 @@ def _announce(execution: Execution, feed: Feed, config: DictConfig) -> None:
     the source caps them: the number that really runs, and why)."""
     if execution.packs:
         at_a_time = "as many at a time per GPU as their measured memory fits (jobs_per_gpu=auto)"
+    elif execution.groups == (CPU,) or not execution.unit:
+        at_a_time = f"{execution.slots * len(execution.groups)} at a time"
     else:
-        per = "" if execution.groups == (CPU,) else " per GPU"
-        at_a_time = f"{execution.slots} at a time{per}"
+        at_a_time = f"{execution.slots} at a time per {execution.unit}"
     slots = None if execution.packs else execution.slots * len(execution.groups)
     if feed.at_most is not None and (slots is None or feed.at_most[0] < slots):
         count, setting = feed.at_most

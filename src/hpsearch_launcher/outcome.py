@@ -101,6 +101,10 @@ class Ending(enum.Enum):
     NOT_STARTED = "not started"  # its process could not be created
     CRASHED = "crashed"  # its process died and nobody knows how (Ray does not say)
     LOST = "node lost"  # the machine it ran on left the cluster: not the job's doing
+    # The cluster's scheduler (SLURM) ended it at its own time limit, or took its place back
+    # (preempted, requeued): run again up to the backend's requeue limit (max_num_timeout).
+    TIME_LIMIT = "time limit"
+    PREEMPTED = "preempted"
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,7 @@ SUPERSEDED = Status.SUPERSEDED.value
 _STATUS_OF = {
     Ending.RETURNED: Status.COMPLETED,
     Ending.TIMED_OUT: Status.TIMEOUT,
+    Ending.TIME_LIMIT: Status.TIMEOUT,
     Ending.INTERRUPTED: Status.INTERRUPTED,
     Ending.PRUNED: Status.PRUNED,
 }

@@ -126,6 +126,7 @@ class Execution:
     cores: int  # the cores one group's slots share (each job's threads: cores // slots)
     warm: bool = False  # whether the backend makes processes ahead (`Backend.prepare`)
     packs: bool = False  # jobs_per_gpu=auto with memory figures: GPUs take jobs by memory
+    unit: str = "GPU"  # what a slot group is, for the sweep's first line ("": one job's place)
     _envs: dict[tuple[str, int | None], dict[str, str]] = field(default_factory=dict, repr=False)
 
     def job_env(self, group: str, whole: bool = False, cap_mb: int | None = None) -> dict[str, str]:

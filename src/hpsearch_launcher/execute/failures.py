@@ -19,6 +19,7 @@ class Retry(enum.Enum):
 
 
 MAX_LOST_RETRIES = 3  # runs again of a job whose node was lost
+REQUEUED = (Ending.TIME_LIMIT, Ending.PREEMPTED)  # the scheduler's doing: run again as SLURM's
 
 # Out of GPU (or host) memory, as TensorFlow, CUDA, PyTorch, JAX/XLA and cuDNN word it.
 _OOM = re.compile(
@@ -59,20 +60,25 @@ def retry_kind(
     oom_attempts: int,
     settings: LauncherSettings,
     lost_attempts: int = 0,
+    requeues: int = 0,
 ) -> Retry | None:
     """How the job runs again, or None: give up.
 
     `attempts` counts every run of the job so far; `oom_attempts` those that ran out of memory,
     `lost_attempts` those whose node left the cluster: not the job's failure, so retried up to
-    MAX_LOST_RETRIES times (Ray's own default for system failures) on top of max_retries.
-    Interrupted jobs are never retried here: a resumed sweep runs them again.
+    MAX_LOST_RETRIES times (Ray's own default for system failures) on top of max_retries;
+    `requeues` those the cluster's scheduler ended at its time limit or preempted: retried up
+    to SLURM's max_num_timeout, as hydra-submitit-launcher requeues them. Interrupted jobs are
+    never retried here: a resumed sweep runs them again.
     """
     if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED, Ending.PRUNED):
         return None
     if outcome.ending is Ending.LOST:
         return Retry.AGAIN if lost_attempts <= MAX_LOST_RETRIES else None
+    if outcome.ending in REQUEUED:
+        return Retry.AGAIN if requeues <= settings.slurm.max_num_timeout else None
     if oom:
         return Retry.ALONE if oom_attempts <= settings.max_oom_retries else None
-    if attempts - oom_attempts - lost_attempts <= settings.max_retries:
+    if attempts - oom_attempts - lost_attempts - requeues <= settings.max_retries:
         return Retry.AGAIN
     return None

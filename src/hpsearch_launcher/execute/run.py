@@ -21,7 +21,7 @@ from ..record.attempt import Attempt
 from ..record.recorder import make_return
 from ..record.reports import ReportReader
 from .backend import JobHandle, JobSpec
-from .failures import Retry, alone_words, is_out_of_memory, retry_kind
+from .failures import REQUEUED, Retry, alone_words, is_out_of_memory, retry_kind
 from .payload import config_payload
 
 log = logging.getLogger("hpsearch.launcher")
@@ -62,6 +62,7 @@ class Run:
     attempts: int = 0  # attempts started so far
     oom_attempts: int = 0  # of those, attempts that ran out of memory
     lost_attempts: int = 0  # of those, attempts whose node left the cluster
+    requeues: int = 0  # of those, attempts the cluster ended at its time limit or preempted
     # How the attempt shares its GPU (not a state: it holds while the attempt runs).
     whole: bool = False  # the next attempt gets its device alone (after running out of memory)
     alone: bool = False  # this attempt has its GPU alone, with the whole memory
@@ -135,8 +136,15 @@ class Run:
             return None
         self.oom_attempts += oom
         self.lost_attempts += outcome.ending is Ending.LOST
+        self.requeues += outcome.ending in REQUEUED
         kind = retry_kind(
-            outcome, oom, self.attempts, self.oom_attempts, settings, self.lost_attempts
+            outcome,
+            oom,
+            self.attempts,
+            self.oom_attempts,
+            settings,
+            self.lost_attempts,
+            self.requeues,
         )
         if kind is not None:
             prefix = "out of memory: " if oom else ""

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config import LauncherSettings
 from .ray_settings import parse_ray
+from .slurm_settings import FLAT_KEYS, parse_slurm
 
 # Every backend's opener: (settings, the pickled task, the sweep dir) -> its execute.backend
 # Execution (Any here: plan does not import execute).
@@ -29,6 +30,9 @@ class Section:
     name: str
     parse: Callable[[Mapping[str, Any]], Any]  # its values (defaults overlaid) -> its settings
     example: str  # one of its keys, set, for a refusal's fix ("ray.address=auto")
+    # Its keys also taken in hydra.launcher itself, where a migrated config has them (SLURM's,
+    # as hydra-submitit-launcher's submitit_slurm holds them).
+    flat: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,32 @@ BACKENDS: dict[str, BackendEntry] = {
             install='pip install "hpsearch[ray]"',
             assigns_gpus=True,
         ),
+        BackendEntry(
+            "slurm",
+            f"{_EXECUTE}.slurm.driver.slurm_execution",
+            opens_first=False,
+            title="SLURM",
+            section=Section("slurm", parse_slurm, "slurm.partition=gpu", FLAT_KEYS),
+            package="submitit",
+            install='pip install "hpsearch[slurm]"',
+            assigns_gpus=True,
+        ),
     )
 }
 SECTIONS = {e.section.name: e.section for e in BACKENDS.values() if e.section is not None}
+
+
+def fold_flat(given: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
+    """hydra.launcher as given, each section's keys given in hydra.launcher itself that are no
+    launcher setting (`known`) moved into the section (hydra/launcher=hpsearch_slurm's, where
+    submitit_slurm has them); those given in the section too win."""
+    folded = dict(given)
+    for name, section in SECTIONS.items():
+        flat = {k: folded.pop(k) for k in list(folded) if k in section.flat and k not in known}
+        if flat:
+            inner = folded.get(name)
+            folded[name] = flat | dict(inner if isinstance(inner, Mapping) else {})
+    return folded
 
 
 def register(entry: BackendEntry) -> None:

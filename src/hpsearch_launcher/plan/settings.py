@@ -11,7 +11,7 @@ from typing import Any
 from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
 from ..finite import is_number
-from .backends import BACKENDS, SECTIONS, Section
+from .backends import BACKENDS, SECTIONS, Section, fold_flat
 from .preload import denied
 from .pruning import RULES
 
@@ -80,6 +80,7 @@ def cpu_count() -> int:
 
 def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
     """Check hydra.launcher's values; raise LauncherSettingsError on the first bad one."""
+    given = fold_flat(given, defaults())
     refuse_unknown(given, defaults(), "")
     params = defaults() | dict(given)
     jobs_per_gpu = parse_jobs_per_gpu(params["jobs_per_gpu"])

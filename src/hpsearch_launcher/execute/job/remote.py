@@ -1,7 +1,8 @@
-"""What any remote backend needs, whichever cluster runs the jobs (Ray's today): the mark that
-proves a node shares the sweep dir (`write_mark` on the driver, `sweep_dir_problem` on the node),
-the job's environment on its node (`node_env`), and the node's measure of the job's GPU memory
-(`PeakMeter`: the sweep cannot ask another machine's NVML).
+"""What any remote backend needs, whichever cluster runs the jobs (Ray's, SLURM's): the mark
+that proves a node shares the sweep dir (`write_mark` on the driver, `sweep_dir_problem` on the
+node), the job's environment on its node (`node_env`), the node's measure of the job's GPU
+memory (`PeakMeter`: the sweep cannot ask another machine's NVML), and the job's run on its node
+from all of these (`run_here`).
 
 Light on purpose: a remote worker imports it before its job (psutil only once a meter samples).
 """
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ... import contract, nvml
 from ...atomic import write_json_atomic, write_text_atomic
+from ...outcome import TaskEnd, TaskResult
 from ...record.reports import reported_peak_mb
+from .wire import Ticket
 
 MARK = ".hpsearch-sweep"  # in the sweep dir: a node that cannot read it does not share it
 
@@ -117,3 +121,47 @@ def sweep_dir_problem(mark: tuple[str, str], stderr_path: str, cwd: str) -> str:
     except OSError as err:
         return f"this node cannot write the job's log {stderr_path}: {err}"
     return ""
+
+
+def run_here(
+    task: bytes | Path,
+    job: Ticket,
+    env: Mapping[str, str],
+    gpus: Sequence[str],
+    where: str,
+    mark: tuple[str, str],
+    watch: int | None = None,
+) -> bytes:
+    """Run one job in this fresh process on a cluster's node, on `gpus` (as the cluster gave
+    them), `where` naming the place; its result pickled as the local backend's. `task`: the
+    pickled task, or its file on the sweep dir; `watch`: a parent whose death ends the job's
+    process group.
+
+    The environment goes in before the task is unpickled (which imports the app's modules,
+    TensorFlow included): CUDA, TensorFlow and JAX read it once, at start.
+    """
+    import cloudpickle
+
+    problem = sweep_dir_problem(mark, job.stderr, job.cwd)
+    if problem:
+        return cloudpickle.dumps(TaskResult(TaskEnd.UNREACHABLE, detail=problem))
+    # The sweep's clock for hydra.launcher.timeout starts now; and should this process die,
+    # the sweep still knows where it ran.
+    Path(job.started).write_text(where)
+    os.environ.update(node_env(env, gpus, nvml.nvml_total_mb))
+    sys.path[:0] = [p for p in job.sys_path if p not in sys.path]
+    from .child import redirect, result_bytes, run_task, start_parent_watchdog
+
+    if watch is not None:
+        start_parent_watchdog(watch)
+    redirect(job.stdout, job.stderr)
+    pickled = task.read_bytes() if isinstance(task, Path) else task
+    hydra_context, task_function, singleton_state = cloudpickle.loads(pickled)
+    config = cloudpickle.loads(job.config)
+    meter = PeakMeter(gpus[0]) if gpus else None
+    try:
+        result = run_task(hydra_context, config, task_function, singleton_state, job.subdir)
+    finally:
+        if meter is not None:
+            meter.record(Path(job.stderr).parent / contract.GPU_PEAK_FILE)
+    return result_bytes(result)

@@ -6,33 +6,22 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from ...outcome import Ending, Outcome, TaskResult, outcome_of
 from ..backend import JobSpec
-from ..log_tail import file_tail, last_error_line
+from ..remote_handle import RemoteHandle
 
 
-class RayHandle:
+class RayHandle(RemoteHandle):
     """One submitted task; `outcome` resolves when Ray has its result or its failure."""
 
     def __init__(self, ref: Any, spec: JobSpec, started_file: Path) -> None:
+        super().__init__(spec, started_file)
         self.ref = ref
-        self.spec = spec
-        self.started_file = started_file  # the worker creates it when the job begins
-        self._started: float | None = None
-        self.outcome: Future[Outcome] = Future()
         ref.future().add_done_callback(self._resolve)
-
-    def started_at(self) -> float | None:
-        """When the sweep first saw the job's start file (a Ray task may wait in Ray's queue
-        for a place first); on a shared filesystem, a second or so late at worst."""
-        if self._started is None and (self.outcome.done() or self.started_file.exists()):
-            self._started = time.monotonic()
-        return self._started
 
     def _resolve(self, done: Future[Any]) -> None:
         try:
@@ -61,28 +50,12 @@ class RayHandle:
             return Outcome(
                 Ending.CRASHED,
                 detail="its Ray worker process died (Ray does not tell the exit status)",
-                last_error=self._err(),
+                last_error=self.last_error(),
                 placement=self.placement(),
             )
         except rx.RayError as err:
             return Outcome(Ending.CRASHED, detail=f"{type(err).__name__}: {first_line(err)}")
-        return outcome_of(TaskResult.from_bytes(data), self._err, placement=where)
-
-    def _err(self) -> str:
-        return last_error_line(self.log_tail())
-
-    def placement(self) -> str:
-        """Where the job ran, as its worker wrote it at its start ("" if it never began)."""
-        try:
-            return self.started_file.read_text()
-        except OSError:
-            return ""
-
-    def log_tail(self, max_bytes: int = 64 * 1024) -> str:
-        return file_tail(Path(self.spec.stderr_path), max_bytes)
-
-    def pids(self) -> list[int]:
-        return []  # its worker may be on another machine: Ray owns it
+        return outcome_of(TaskResult.from_bytes(data), self.last_error, placement=where)
 
 
 def first_line(err: BaseException) -> str:
