@@ -315,11 +315,14 @@ FORK_SERVER = (
         FORK_TESTS,
     ),
     Planted(
-        "forked: an orphan not taken as killed",
+        "forked: a child lost with its server taken for killed, not lost",
         "execute/local/forked_process.py",
         "self.exited(-signal.SIGKILL, lost)",
-        "self.exited(0, lost)",
-        FORK_TESTS,
+        "self.exited(-signal.SIGKILL)",
+        (
+            "tests/test_server_faults.py::"
+            "test_a_killed_server_the_sweep_cannot_adopt_from_loses_its_jobs_not_to_memory",
+        ),
     ),
     Planted(
         "forked: the answer's child made again",
