@@ -37,6 +37,11 @@ SKIP: list[tuple[str, str]] = [
     (r"ray start\b", "starts a Ray cluster node (tests/test_ray.py runs the backend)"),
     (r".*hydra\.launcher\.ray\.address=auto", "joins a running Ray cluster"),
     (
+        r".*hydra\.launcher\.backend=slurm\b",
+        "needs a SLURM cluster with the page's partition (tests/test_slurm.py runs the backend "
+        "on the CI cluster)",
+    ),
+    (
         r".*hydra/sweeper=optuna\b",
         "Hydra's Optuna sweeper needs an environment of its own "
         "(optuna<3: tests/test_app_optuna.py runs it in one)",
