@@ -23,7 +23,7 @@ from backend_suite import BackendSuite
 
 from hpsearch_launcher.config import LauncherSettings
 from hpsearch_launcher.execute.backend import Ahead, Execution, JobHandle, JobSpec
-from hpsearch_launcher.execute.job.child import BOOT
+from hpsearch_launcher.execute.job.child import BOOT, LocalTicket
 from hpsearch_launcher.execute.job.wire import job_line
 from hpsearch_launcher.execute.log_tail import file_tail, last_error_line
 from hpsearch_launcher.execute.payload import sweep_sys_path
@@ -89,7 +89,7 @@ class SubprocessBackend:
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> SubprocessHandle:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
         result, job_file = stem.with_suffix(".out"), stem.with_suffix(".pkl")
-        job_file.write_bytes(spec.ticket(result=str(result)).to_bytes())
+        job_file.write_bytes(spec.ticket(LocalTicket, result=str(result)).to_bytes())
         fd = self.status.fileno()
         args = [self.sys_path, str(self.task_file), spec.stderr_path, "[]", str(fd)]
         proc = subprocess.Popen(

@@ -8,6 +8,8 @@ import pickle
 
 import pytest
 
+from hpsearch_launcher.execute.job.child import LocalTicket
+from hpsearch_launcher.execute.job.remote import RemoteTicket
 from hpsearch_launcher.execute.job.wire import (
     Ahead,
     Exited,
@@ -28,8 +30,9 @@ from hpsearch_launcher.execute.job.wire import (
 )
 
 TICKETS = [
-    Ticket(config=b"\x80cfg", stdout="a 0/out.log", stderr='a"=0"/err.log', subdir="", result="r"),
-    Ticket(
+    Ticket(config=b"\x80cfg", stdout="a 0/out.log", stderr='a"=0"/err.log', subdir=""),
+    LocalTicket(config=b"", stdout="o", stderr="e", subdir="", result="r"),
+    RemoteTicket(
         config=b"",
         stdout="o",
         stderr="e",
@@ -43,8 +46,18 @@ TICKETS = [
 
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_a_ticket_reads_back_as_written(ticket: Ticket) -> None:
-    assert Ticket.from_bytes(ticket.to_bytes(), "job.pkl") == ticket
-    assert Ticket.from_dict(ticket.to_dict()) == ticket
+    kind = type(ticket)
+    assert kind.from_bytes(ticket.to_bytes(), "job.pkl") == ticket
+    assert kind.from_dict(ticket.to_dict()) == ticket
+
+
+def test_a_ticket_reads_back_only_as_its_own_kind() -> None:
+    """A remote worker's fields in a local process's ticket (or the reverse) are refused."""
+    remote = TICKETS[-1]
+    with pytest.raises(WireError, match=r"unknown keys \['cwd', 'started', 'sys_path'\]"):
+        LocalTicket.from_bytes(remote.to_bytes(), "job.pkl")
+    with pytest.raises(WireError, match=r"unknown keys \['result'\]"):
+        RemoteTicket.from_dict(TICKETS[1].to_dict())
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..nvml import GpuMemory
 from ..outcome import Outcome
@@ -19,6 +19,8 @@ from ..plan.env import job_env
 from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
 from ..plan.slots import SlotPool
 from .job.wire import Ticket
+
+T = TypeVar("T", bound=Ticket)  # the kind of ticket a backend's job side reads
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,16 @@ class JobSpec:
     share: float = 1.0  # the part of its slot group it holds: 1/jobs_per_gpu, or 1 when alone
     subdir: str = ""  # the run dir claimed for it (hydra.sweep.subdir); "": as its config says
 
-    def ticket(self, **backends: Any) -> Ticket:
-        """What its process is sent: this attempt, and the fields of the backend's own."""
-        return Ticket(
+    def ticket(self, kind: type[T], **fields: Any) -> T:
+        """What its process is sent: this attempt, as the ticket `kind` its job side reads
+        (execute.job.child's LocalTicket, execute.job.remote's RemoteTicket), with its own
+        `fields`."""
+        return kind(
             config=self.payload,  # pickled once, by the sweep: unpickled by the job
             stdout=self.stdout_path,
             stderr=self.stderr_path,
             subdir=self.subdir,
-            **backends,
+            **fields,
         )
 
 

@@ -78,6 +78,13 @@ def discover_hydra_plugins() -> None:
     Plugins.instance()
 
 
+@dataclasses.dataclass(frozen=True)
+class LocalTicket(Ticket):
+    """A job's ticket for a process of this machine (the local backend's, spawned or forked)."""
+
+    result: str = ""  # the file its result is written to, before the process exits
+
+
 def run_job_file(job_file: str, task: Any, status: StatusPipe, keep: str | None = None) -> NoReturn:
     """Run the job `job_file` names with `task` (the unpickled hydra context, task function
     and singleton state), its output in the job's own log files (`keep`'s content first),
@@ -89,7 +96,7 @@ def run_job_file(job_file: str, task: Any, status: StatusPipe, keep: str | None 
 
         hydra_context, task_function, singleton_state = task
         watch = ImportWatch(status)
-        job = Ticket.from_bytes(Path(job_file).read_bytes(), job_file)
+        job = LocalTicket.from_bytes(Path(job_file).read_bytes(), job_file)
         redirect(job.stdout, job.stderr, keep=keep)
         config = cloudpickle.loads(job.config)
         result = run_task(hydra_context, config, task_function, singleton_state, job.subdir)

@@ -9,6 +9,7 @@ Light on purpose: a remote worker imports it before its job (psutil only once a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
@@ -23,6 +24,15 @@ from ...record.reports import reported_peak_mb
 from .wire import Ticket
 
 MARK = ".hpsearch-sweep"  # in the sweep dir: a node that cannot read it does not share it
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteTicket(Ticket):
+    """A job's ticket for a cluster's worker (Ray's, SLURM's), which hands its result back."""
+
+    started: str = ""  # the file the worker writes where it runs, when the job begins
+    cwd: str = ""  # where the sweep started; the job works there
+    sys_path: tuple[str, ...] = ()  # the sweep's sys.path, put first on the worker's
 
 
 def write_mark(sweep_dir: Path) -> tuple[str, str]:
@@ -125,7 +135,7 @@ def sweep_dir_problem(mark: tuple[str, str], stderr_path: str, cwd: str) -> str:
 
 def run_here(
     task: bytes | Path,
-    job: Ticket,
+    job: RemoteTicket,
     env: Mapping[str, str],
     gpus: Sequence[str],
     where: str,

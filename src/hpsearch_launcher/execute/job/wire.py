@@ -24,7 +24,7 @@ import enum
 import json
 import pickle
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from ...text import short_repr
 
@@ -78,29 +78,28 @@ def _fields_from(cls: type, data: object, what: str) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Ticket:
-    """One attempt of a job, as its process needs it."""
+    """One attempt of a job, as its process needs it, whatever runs it. How its process runs
+    adds its own fields in a subclass beside the code that reads them: a process of this
+    machine (execute.job.child's `LocalTicket`), a cluster's worker (execute.job.remote's
+    `RemoteTicket`). Each kind reads back only as itself: a field it lacks is refused."""
 
     config: bytes  # the job's config, pickled once by the sweep, unpickled by the job
     stdout: str  # the job's log files: its fd 1 and 2 point there
     stderr: str
     subdir: str  # the run dir the sweep claimed for it ("": where its config says)
-    result: str = ""  # local: the file its result is written to (Ray: returned instead)
-    started: str = ""  # Ray: the file the worker writes where it runs, when the job begins
-    cwd: str = ""  # Ray: where the sweep started; the job works there
-    sys_path: tuple[str, ...] = ()  # Ray: the sweep's sys.path, put first on the worker's
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: object, source: str = "a job ticket") -> Ticket:
+    def from_dict(cls, data: object, source: str = "a job ticket") -> Self:
         return cls(**_fields_from(cls, data, source))
 
     def to_bytes(self) -> bytes:
         return pickle.dumps(self.to_dict())
 
     @classmethod
-    def from_bytes(cls, data: bytes, source: str) -> Ticket:
+    def from_bytes(cls, data: bytes, source: str) -> Self:
         """The ticket pickled in `data`, read from `source` (a job file's path)."""
         try:
             fields = pickle.loads(data)

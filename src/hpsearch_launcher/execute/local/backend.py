@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from ..backend import Ahead, JobHandle, JobSpec
-from ..job.child import BOOT
+from ..job.child import BOOT, LocalTicket
 from ..job.wire import job_line
 from ..payload import sweep_sys_path
 from .fork_policy import Forking
@@ -69,7 +69,7 @@ class LocalBackend:
         stem = self.dir / f"job-{spec.num}-{spec.attempt}"
         result = stem.with_suffix(".out")
         job_file = stem.with_suffix(".pkl")
-        job_file.write_bytes(spec.ticket(result=str(result)).to_bytes())
+        job_file.write_bytes(spec.ticket(LocalTicket, result=str(result)).to_bytes())
         message = job_line(str(job_file))
 
         def cold() -> tuple[subprocess.Popen[bytes], StatusReader]:

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..job.child import run_job_file
+from ..job.child import LocalTicket, run_job_file
 from ..job.child_status import StatusPipe
 from ..job.subreaper import become_subreaper
-from ..job.wire import MESSAGE_MAX, Fork, Said, StatusLine, Ticket, WireError, decode
+from ..job.wire import MESSAGE_MAX, Fork, Said, StatusLine, WireError, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # A forked process's exit status when it failed before its task began (EX_SOFTWARE); once it
@@ -73,7 +73,9 @@ def failed_before_task(error: BaseException, job_file: str | None = None) -> NoR
         f"(exit status {FAILED_BEFORE_TASK}): {traceback.format_exception_only(error)[-1]}"
     )
     with contextlib.suppress(Exception):
-        stderr = Ticket.from_bytes(Path(job_file).read_bytes(), job_file).stderr if job_file else ""
+        stderr = (
+            LocalTicket.from_bytes(Path(job_file).read_bytes(), job_file).stderr if job_file else ""
+        )
         with open(stderr or 2, "a", closefd=bool(stderr)) as log:
             log.write(text)
     os._exit(FAILED_BEFORE_TASK)

@@ -27,7 +27,7 @@ from ... import contract
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ..backend import Ahead, Execution, JobHandle, JobSpec
-from ..job.remote import write_mark
+from ..job.remote import RemoteTicket, write_mark
 from ..payload import sweep_sys_path
 from .handle import RayHandle, first_line
 from .worker import run_on_node
@@ -67,7 +67,9 @@ class RayBackend:
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
         shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
         started = self.started_dir / f"{spec.num}-{spec.attempt}"
-        ticket = spec.ticket(started=str(started), cwd=self.cwd, sys_path=self.sys_path)
+        ticket = spec.ticket(
+            RemoteTicket, started=str(started), cwd=self.cwd, sys_path=self.sys_path
+        )
         ref = self.remote.options(
             num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
             num_cpus=self.num_cpus,

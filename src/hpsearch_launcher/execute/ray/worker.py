@@ -8,18 +8,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..job.remote import run_here
-from ..job.wire import Ticket
+from ..job.remote import RemoteTicket, run_here
 
 
 def run_on_node(
     task: bytes, ticket: Mapping[str, Any], env: Mapping[str, str], mark: tuple[str, str]
 ) -> tuple[str, bytes]:
-    """Run one job here, its `ticket` execute.job.wire's `Ticket` as a dict; return (where it ran,
-    its result pickled as the local backend's)."""
+    """Run one job here, its `ticket` a `RemoteTicket` as a dict; return (where it ran, its
+    result pickled as the local backend's)."""
     import ray
 
-    job = Ticket.from_dict(ticket, "a Ray job ticket")
+    job = RemoteTicket.from_dict(ticket, "a Ray job ticket")
     gpus = [str(g) for g in ray.get_gpu_ids()]
     node = ray.get_runtime_context().get_node_id()
     where = f"{','.join(gpus) or 'cpu'}@{ray.util.get_node_ip_address()}/{node[:8]}"

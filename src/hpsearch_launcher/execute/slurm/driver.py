@@ -25,7 +25,7 @@ from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ...plan.slurm_settings import asks_gpus
 from ..backend import Ahead, Execution, JobHandle, JobSpec
-from ..job.remote import write_mark
+from ..job.remote import RemoteTicket, write_mark
 from ..payload import sweep_sys_path
 from .handle import SlurmHandle
 from .ledger import Ledger
@@ -65,7 +65,9 @@ class SlurmBackend:
         """sbatch the job (raises, the job not started, if sbatch refuses it)."""
         shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
         started = self.started_dir / f"{spec.num}-{spec.attempt}"
-        ticket = spec.ticket(started=str(started), cwd=self.cwd, sys_path=self.sys_path)
+        ticket = spec.ticket(
+            RemoteTicket, started=str(started), cwd=self.cwd, sys_path=self.sys_path
+        )
         job_id, result = self.submitter.submit(
             run_in_slurm, str(self.task_file), ticket.to_dict(), shipped, self.mark, self.on_gpus
         )

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..job.remote import run_here
-from ..job.wire import Ticket
+from ..job.remote import RemoteTicket, run_here
 
 
 def run_in_slurm(
@@ -35,7 +34,7 @@ def run_in_slurm(
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     warning = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
     signal.signal(getattr(signal, f"SIG{warning}", signal.SIGUSR2), signal.SIG_IGN)
-    job = Ticket.from_dict(ticket, "a SLURM job ticket")
+    job = RemoteTicket.from_dict(ticket, "a SLURM job ticket")
     listed = os.environ.get("CUDA_VISIBLE_DEVICES", "") if on_gpus else ""
     gpus = [g for g in listed.split(",") if g]
     job_id = os.environ.get("SLURM_JOB_ID", "?")
