@@ -18,15 +18,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from .atomic import write_json_atomic
-from .contract import GPU_PEAK_FILE, REPORTS, STOP_FILE
+from .contract import GPU_PEAK_FILE, HEARD_FILE, REPORTS, STOP_FILE
 from .finite import finite_float
 from .notices import Notices
 
 _notices = Notices(lambda message: print(message, file=sys.stderr))  # once per job
 _next_step = 0
+# The longest report() waits for the sweep's verdict on it: a sweep too busy to answer in time
+# prunes the job at its next report instead, as when nothing waited.
+VERDICT_WAIT_S = 0.5
+VERDICT_POLL_S = 0.002
 
 
 def report(value: float, step: int | None = None) -> bool:
@@ -50,9 +55,27 @@ def report(value: float, step: int | None = None) -> bool:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     try:
         os.write(fd, line.encode())
+        end = os.lseek(fd, 0, os.SEEK_CUR)  # appended: the end of this line
     finally:
         os.close(fd)
+    _await_verdict(os.path.dirname(path), end)
     return should_stop()
+
+
+def _await_verdict(run_dir: str, end: int) -> None:
+    """Where the sweep judges reports (its heard file is there): wait until it judged the
+    reports file up to `end`, or pruned the job, or VERDICT_WAIT_S passed."""
+    heard, stop = os.path.join(run_dir, HEARD_FILE), os.path.join(run_dir, STOP_FILE)
+    deadline = time.monotonic() + VERDICT_WAIT_S
+    while time.monotonic() < deadline and not os.path.exists(stop):
+        try:
+            with open(heard) as f:
+                judged = f.read()
+        except OSError:  # no verdicts in this sweep
+            return
+        if judged.isdigit() and int(judged) >= end:
+            return
+        time.sleep(VERDICT_POLL_S)
 
 
 def should_stop() -> bool:
