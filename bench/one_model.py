@@ -20,9 +20,13 @@ start to exit. The space's best is the noiseless curve's last value, maximised o
 grid and every batch and width.
 
 Contenders (side by side, in one run, in the order given):
-  search         8 simulated GPUs x jobs_per_gpu=4, hyperband with hpsearch's defaults
-  1 gpu x4       the same search on 1 simulated GPU x 4
-  8 gpus x1      the same search on 8 simulated GPUs x 1
+  search           8 simulated GPUs x jobs_per_gpu=4, hyperband with hpsearch's defaults
+  1 gpu x4         the same search on 1 simulated GPU x 4
+  8 gpus x1        the same search on 8 simulated GPUs x 1
+  optuna brackets  the search with Optuna's own HyperbandPruner defaults (min_resource=1,
+                   max_resource=auto: 4 brackets, none until a trial completes)
+  hydra optuna     Hydra's Optuna sweeper (optuna<3, its own venv: tests/hydra_optuna_venv.py)
+                   on the hpsearch launcher, 8 x 4 slots, batches of n_jobs=32, no pruning
   ray            Ray Tune's ASHA (its defaults: grace 1, reduction 4, max_t 27) over the same
                  space (random search, seeded), 32 trials at once, reuse_actors=False (a fresh
                  process per trial); needs ray[tune], in .venv-bench-tune (bench/search.py)
@@ -39,7 +43,7 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from search import job_events, prune_latencies, tune_result
+from search import hydra_optuna_python, job_events, prune_latencies, tune_result
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "bench" / "apps" / "model_curve.py"
@@ -67,14 +71,29 @@ def gpu_env(gpus: int) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=path, HPS_FAKE_GPUS="8", CUDA_VISIBLE_DEVICES=visible)
 
 
-def run_search(work: Path, trials: int, gpus: int, per_gpu: int, extra: list[str]) -> dict:
+HPSEARCH = ["hydra/sweeper=hpsearch", "hydra.sweeper.pruner=hyperband"]
+# Optuna's own HyperbandPruner defaults, which hpsearch's replace.
+OPTUNA_BRACKETS = [
+    "+hydra.sweeper.pruner_args.min_resource=1",
+    "+hydra.sweeper.pruner_args.max_resource=auto",
+]
+
+
+def run_search(
+    work: Path,
+    trials: int,
+    gpus: int,
+    per_gpu: int,
+    extra: list[str],
+    python: str = sys.executable,
+    sweeper: list[str] = HPSEARCH,
+) -> dict:
     out = work / "sweep"
     command = [
-        sys.executable,
+        python,
         str(APP),
         "--multirun",
-        "hydra/sweeper=hpsearch",
-        "hydra.sweeper.pruner=hyperband",
+        *sweeper,
         f"hydra.sweeper.n_trials={trials}",
         "hydra.sweeper.direction=maximize",
         "hydra.sweeper.sampler.seed=0",
@@ -182,6 +201,16 @@ CONTENDERS = {
     "search": lambda work, n, extra: run_search(work, n, 8, 4, extra),
     "1 gpu x4": lambda work, n, extra: run_search(work, n, 1, 4, extra),
     "8 gpus x1": lambda work, n, extra: run_search(work, n, 8, 1, extra),
+    "optuna brackets": lambda work, n, extra: run_search(work, n, 8, 4, extra + OPTUNA_BRACKETS),
+    "hydra optuna": lambda work, n, extra: run_search(
+        work,
+        n,
+        8,
+        4,
+        extra,
+        hydra_optuna_python(),
+        ["hydra/sweeper=optuna", "hydra.sweeper.n_jobs=32"],
+    ),
     "ray": lambda work, n, extra: run_tune(work, n),
 }
 
