@@ -235,7 +235,7 @@ def tune_python() -> Path:
 
 def tune_result(script: str, setup: object, work: Path) -> dict:
     """Run a Ray Tune script (argv: its setup as JSON, the work dir) in Ray Tune's venv; the
-    JSON of its last line."""
+    JSON it printed last."""
     # Ray's workers find the workloads (and hpsearch_launcher, which they import) through it.
     env = dict(os.environ, RAY_AIR_NEW_OUTPUT="0", PYTHONPATH=f"{APP.parent}:{REPO / 'src'}")
     done = subprocess.run(
@@ -247,7 +247,8 @@ def tune_result(script: str, setup: object, work: Path) -> dict:
     )
     if done.returncode:
         raise SystemExit(f"Ray Tune failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # Ray may print after the script's own last line: its JSON is the last line that is one.
+    return json.loads(next(x for x in reversed(done.stdout.splitlines()) if x.startswith("{")))
 
 
 def run_tune(work: Path) -> dict[str, float]:
