@@ -26,6 +26,7 @@ def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "reports.jsonl"
     monkeypatch.setenv(REPORTS, str(path))
     monkeypatch.setattr(channel, "_next_step", 0)
+    monkeypatch.setattr(channel, "_last_report", None)  # the job's first report
     return path
 
 
@@ -70,6 +71,17 @@ def test_a_sweep_that_does_not_answer_delays_a_report_by_the_bound_at_most(
     monkeypatch.setattr(channel, "VERDICT_WAIT_S", 0.05)
     (reports.parent / HEARD_FILE).write_text("0")
     assert report(0.1, 0) is False  # it returned, judged or not: the sweep prunes it later
+
+
+def test_a_job_that_reports_often_waits_a_tenth_of_its_time_between_reports_at_most(
+    reports: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report every batch is not slowed tenfold: the wait is bounded by a tenth of the time
+    since the previous report, whatever VERDICT_WAIT_S says (an hour here: it would hang)."""
+    monkeypatch.setattr(channel, "VERDICT_WAIT_S", 3600.0)
+    monkeypatch.setattr(channel, "_last_report", channel.time.monotonic())  # one just now
+    (reports.parent / HEARD_FILE).write_text("0")  # a sweep that never answers
+    assert report(0.1, 0) is False
 
 
 def test_without_verdicts_a_report_waits_for_nothing(

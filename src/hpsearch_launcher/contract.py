@@ -27,8 +27,8 @@ REPORTS = "HPSEARCH_REPORTS"  # where report() appends: REPORTS_FILE in the job'
 REPORTS_FILE = "reports.jsonl"  # {"step": 3, "value": 0.97} a line
 STOP_FILE = ".hpsearch-stop"  # created beside it when the sweep prunes the job
 # Beside it where the sweep judges reports (a pruner): the bytes of the reports file judged so
-# far. report() waits (at most channel.VERDICT_WAIT_S) until its line is judged or the job is
-# pruned, so that a pruned job stops before its next epoch instead of after it.
+# far. report() waits (for at most what channel.py allows) until its line is judged or the job
+# is pruned, so that a pruned job stops before its next epoch instead of after it.
 HEARD_FILE = ".hpsearch-heard"
 # {"return": <JSON>, "overrides": [...]}: written atomically by the job's own process when its
 # task returned, before it exits: a sweep killed before it heard of the end adopts it on resume.
