@@ -233,12 +233,13 @@ def tune_python() -> Path:
     return python
 
 
-def run_tune(work: Path) -> dict[str, float]:
-    setup = json.dumps([LRS, BATCHES, EPOCHS, EPOCH_S, SLOTS])
-    # Ray's workers find the workload (and hpsearch_launcher, which it imports) through it.
+def tune_result(script: str, setup: object, work: Path) -> dict:
+    """Run a Ray Tune script (argv: its setup as JSON, the work dir) in Ray Tune's venv; the
+    JSON it printed last."""
+    # Ray's workers find the workloads (and hpsearch_launcher, which they import) through it.
     env = dict(os.environ, RAY_AIR_NEW_OUTPUT="0", PYTHONPATH=f"{APP.parent}:{REPO / 'src'}")
     done = subprocess.run(
-        [tune_python(), "-c", TUNE_SCRIPT, setup, str(work)],
+        [tune_python(), "-c", script, json.dumps(setup), str(work)],
         capture_output=True,
         text=True,
         cwd=work,
@@ -246,7 +247,12 @@ def run_tune(work: Path) -> dict[str, float]:
     )
     if done.returncode:
         raise SystemExit(f"Ray Tune failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    r = json.loads(done.stdout.strip().splitlines()[-1])
+    # Ray may print after the script's own last line: its JSON is the last line that is one.
+    return json.loads(next(x for x in reversed(done.stdout.splitlines()) if x.startswith("{")))
+
+
+def run_tune(work: Path) -> dict[str, float]:
+    r = tune_result(TUNE_SCRIPT, [LRS, BATCHES, EPOCHS, EPOCH_S, SLOTS], work)
     return summary(r["first"], r["last"], r["busy"], r["best"], r["n"])
 
 

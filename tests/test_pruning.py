@@ -13,7 +13,7 @@ from conftest import Runner, assert_one_pruning_story
 
 from hpsearch_launcher import channel, report, should_stop
 from hpsearch_launcher.batch import BatchSource
-from hpsearch_launcher.contract import REPORTS, STOP_FILE
+from hpsearch_launcher.contract import HEARD_FILE, REPORTS, STOP_FILE
 from hpsearch_launcher.outcome import Status
 from hpsearch_launcher.plan.pruning import RULES, MedianRule
 from hpsearch_launcher.plan.settings import LauncherSettingsError, parse_settings
@@ -179,9 +179,17 @@ def test_a_grid_with_prune_median_stops_the_hopeless_jobs(
     assert pruned["error"].str.startswith("pruned at step").all()
     # Each stopped itself on seeing should_stop() (within the grace), short of its curve's
     # end: counted in steps (its own), not seconds (a loaded machine's).
-    for num, last_step in zip(pruned["job"], pruned["last_step"], strict=True):
+    on_time = []
+    stories = zip(pruned["job"], pruned["last_step"], pruned["pruned_step"], strict=True)
+    for num, last_step, step in stories:
         stopped_at = int((marks / f"stopped-{num}").read_text())
         assert stopped_at < steps - 1 and last_step <= stopped_at, (num, stopped_at, last_step)
+        on_time.append(stopped_at == step)
+    # The report it was pruned on waited for its verdict (tests/test_verdicts.py): without it,
+    # no job heard of its pruning before its next report. At most 0.5 s of wait: a loaded
+    # machine may miss it for some, not all six.
+    assert any(on_time), on_time
+    assert not list((tmp_path / "sweep").rglob(HEARD_FILE))  # each removed at its job's end
     assert "6 pruned" in result.stdout  # the leaderboard says so
     for run_dir in pruned["run_dir"]:
         assert (tmp_path / run_dir / "reports.jsonl").exists()  # relative to the sweep cwd

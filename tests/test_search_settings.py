@@ -352,3 +352,50 @@ def test_a_study_an_earlier_version_named_after_the_absolute_path_is_continued(
     url = f"sqlite:///{tmp_path}/study.db"
     optuna.create_study(storage=url, study_name=str(tmp_path.resolve()))
     assert default_study_name(open_storage(url), tmp_path) == str(tmp_path.resolve())
+
+
+def first_rung_verdicts(pruner: optuna.pruners.BasePruner, n: int = 4) -> list[bool]:
+    """n trials, each worse than the last, judged at step 1 (their second report) while
+    none has completed: which are pruned."""
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    verdicts = []
+    for i in range(n):
+        trial = study.ask()
+        trial.report(1.0 - i / 10, 0)
+        trial.report(1.0 - i / 10, 1)
+        verdicts.append(trial.should_prune())
+    return verdicts
+
+
+@pytest.mark.parametrize(
+    ("given", "verdicts"),
+    [
+        # Optuna's "auto" resources: nothing is pruned until a trial completes (issue 49).
+        ({"pruner": "successive_halving", "pruner_args": {"min_resource": "auto"}}, [False] * 4),
+        ({"pruner": "hyperband", "pruner_args": {"max_resource": "auto"}}, [False] * 4),
+        # hpsearch's: the worse ones are pruned at the first rung, from the first trials on.
+        ({"pruner": "successive_halving"}, [False, True, True, True]),
+        ({"pruner": "hyperband"}, [False, True, True, True]),
+    ],
+)
+def test_the_rung_pruners_judge_before_any_trial_completes(
+    given: dict[str, Any], verdicts: list[bool]
+) -> None:
+    assert first_rung_verdicts(make_pruner(parse_settings(given))) == verdicts
+
+
+@pytest.mark.parametrize(
+    ("args", "brackets"),
+    [
+        ({}, 1),  # hpsearch's: asynchronous successive halving
+        ({"min_resource": 3}, 1),  # max_resource follows min_resource
+        ({"max_resource": 27}, 4),  # given: Optuna's brackets, floor(log3(27)) + 1
+        ({"max_resource": 27, "reduction_factor": 9}, 2),
+    ],
+)
+def test_hyperband_has_one_bracket_unless_max_resource_is_given(
+    args: dict[str, Any], brackets: int
+) -> None:
+    pruner = make_pruner(parse_settings({"pruner": "hyperband", "pruner_args": args}))
+    first_rung_verdicts(pruner, n=1)  # its brackets are counted on its first judgement
+    assert pruner._n_brackets == brackets  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ from hpsearch_launcher.search.history import INTERRUPTED, OWNER, RERUN_OF, ROW_O
 from hpsearch_launcher.search.optuna_source import OptunaSource
 from hpsearch_launcher.search.settings import parse_settings
 from hpsearch_launcher.search.space import parse_space
-from hpsearch_launcher.search.sweeper import open_search
+from hpsearch_launcher.search.sweeper import open_search, time_line
 from hpsearch_launcher.stream import Ask, JobEnd
 
 Job = Callable[[dict[str, str]], tuple[Sequence[float], Any]]  # overrides -> (reports, return)
@@ -465,3 +465,33 @@ def test_a_resumed_seeded_search_does_not_draw_the_first_runs_choices_again(
     # The same seed from scratch would give the first run's draws, which resume would only
     # hand back as already finished: no search at all.
     assert {values_of(a)["x"] for a in more if a}.isdisjoint({str(r["x"]) for r in rows})
+
+
+def test_the_summary_sets_the_searchs_time_against_its_best_trials_own(tmp_path: Path) -> None:
+    src = source(tmp_path, "x=range(0,50)", n_trials=3, direction="maximize")
+    drive(src, probe, slots=3)
+    best = src.study.best_trial
+    own = best.duration.total_seconds() if best.duration else 0.0
+    line = time_line(src, took=12.5)
+    assert line == (
+        f"the search took 12.5s, {12.5 / own:.2f}x its best trial's own time "
+        f"(trial {best.number}: {own:.1f}s)"
+    )
+
+
+def test_no_time_line_for_a_best_trial_an_earlier_run_trained(tmp_path: Path) -> None:
+    """Resumed: its best trial was replayed from results.csv, not trained by this run."""
+    src = source(tmp_path, "x=range(0,50)", n_trials=2, direction="maximize")
+    trial = src.study.ask({"x": optuna.distributions.IntDistribution(0, 50)})
+    src.study.tell(trial, 50.0)  # as a replayed row: no OWNER of this sweep
+    drive(src, probe, slots=1)
+    assert src.study.best_trial.number == trial.number
+    assert time_line(src, took=1.0) is None
+
+
+def test_no_time_line_without_a_completed_trial(tmp_path: Path) -> None:
+    src = source(tmp_path, "x=range(0,50)", n_trials=1, max_failure_rate=1.0)
+    ask = src.ask()
+    assert ask is not None
+    src.ended(ask.key, done(None, Status.FAILED))
+    assert time_line(src, took=1.0) is None

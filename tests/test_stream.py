@@ -24,6 +24,7 @@ class ListOfTrials:
     def __init__(self, jobs: list[list[str]], prune: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         self.jobs = jobs
         self.prune = prune
+        self.judges = bool(prune)
         self.asked = 0
         self.ends: dict[Hashable, JobEnd] = {}
         self.reports: dict[Hashable, list[tuple[int, float]]] = {}

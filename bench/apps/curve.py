@@ -13,6 +13,7 @@ import hashlib
 import math
 import random
 import time
+from collections.abc import Callable
 
 import hydra
 from omegaconf import DictConfig
@@ -42,16 +43,22 @@ def accuracy(lr: float, batch: int, epoch: int, seed: int, noise: float) -> floa
     return clean + _rng("noise", lr, batch, epoch, seed).gauss(0, noise)
 
 
-def curve(cfg: DictConfig) -> float:
-    lr, batch = float(cfg.lr), int(cfg.batch)
-    seconds = epoch_seconds(lr, batch, cfg.epoch_s, cfg.seed)
+def train(epochs: int, seconds: float, value_at: Callable[[int], float]) -> float:
+    """`epochs` epochs of `seconds` each, reporting `value_at(epoch)` after each; the last
+    value (where the sweep pruned the run, if it did)."""
     value = 0.0
-    for epoch in range(cfg.epochs):
+    for epoch in range(epochs):
         time.sleep(seconds)
-        value = accuracy(lr, batch, epoch, cfg.seed, cfg.noise)
+        value = value_at(epoch)
         if report(value, step=epoch):
             break
     return value
+
+
+def curve(cfg: DictConfig) -> float:
+    lr, batch = float(cfg.lr), int(cfg.batch)
+    seconds = epoch_seconds(lr, batch, cfg.epoch_s, cfg.seed)
+    return train(cfg.epochs, seconds, lambda epoch: accuracy(lr, batch, epoch, cfg.seed, cfg.noise))
 
 
 main = hydra.main(version_base="1.3", config_path="conf", config_name="curve")(curve)

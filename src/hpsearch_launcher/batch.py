@@ -19,6 +19,7 @@ class BatchSource:
         self._next = 0
         self.rule = make_rule(settings.prune, settings.prune_mode, settings.prune_warmup)
         self.curves: dict[Hashable, dict[int, float]] = {}
+        self.judges = self.rule is not None
 
     def ask(self) -> Ask | None:
         if self._next >= len(self.jobs):

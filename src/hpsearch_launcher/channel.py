@@ -18,21 +18,29 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from .atomic import write_json_atomic
-from .contract import GPU_PEAK_FILE, REPORTS, STOP_FILE
+from .contract import GPU_PEAK_FILE, HEARD_FILE, REPORTS, STOP_FILE
 from .finite import finite_float
 from .notices import Notices
 
 _notices = Notices(lambda message: print(message, file=sys.stderr))  # once per job
 _next_step = 0
+# The longest report() waits for the sweep's verdict on it: a sweep too busy to answer in time
+# prunes the job at its next report instead, as when nothing waited. Nor more than a tenth of
+# the job's time since its previous report: a job that reports every batch is not slowed.
+VERDICT_WAIT_S = 0.5
+VERDICT_SHARE = 0.1
+VERDICT_POLL_S = 0.002
+_last_report: float | None = None  # when the previous report() returned (time.monotonic)
 
 
 def report(value: float, step: int | None = None) -> bool:
     """Report the job's objective `value` at `step` (default: 0, 1, 2, ... per call); return
     whether the sweep asks the job to stop. A NaN or a non-number is ignored (one warning)."""
-    global _next_step
+    global _next_step, _last_report
     path = os.environ.get(REPORTS)
     if not path:
         return False
@@ -50,9 +58,30 @@ def report(value: float, step: int | None = None) -> bool:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     try:
         os.write(fd, line.encode())
+        end = os.lseek(fd, 0, os.SEEK_CUR)  # appended: the end of this line
     finally:
         os.close(fd)
+    now = time.monotonic()
+    since = None if _last_report is None else now - _last_report
+    wait = VERDICT_WAIT_S if since is None else min(VERDICT_WAIT_S, VERDICT_SHARE * since)
+    _await_verdict(os.path.dirname(path), end, now + wait)
+    _last_report = time.monotonic()
     return should_stop()
+
+
+def _await_verdict(run_dir: str, end: int, deadline: float) -> None:
+    """Where the sweep judges reports (its heard file is there): wait until it judged the
+    reports file up to `end`, or pruned the job, or the deadline (time.monotonic) passed."""
+    heard, stop = os.path.join(run_dir, HEARD_FILE), os.path.join(run_dir, STOP_FILE)
+    while time.monotonic() < deadline and not os.path.exists(stop):
+        try:
+            with open(heard) as f:
+                judged = f.read()
+        except OSError:  # no verdicts in this sweep
+            return
+        if judged.isdigit() and int(judged) >= end:
+            return
+        time.sleep(VERDICT_POLL_S)
 
 
 def should_stop() -> bool:

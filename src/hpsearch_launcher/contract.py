@@ -26,6 +26,10 @@ PARENT_PID = "HPSEARCH_PARENT_PID"  # the sweep process: the job exits if it die
 REPORTS = "HPSEARCH_REPORTS"  # where report() appends: REPORTS_FILE in the job's run dir
 REPORTS_FILE = "reports.jsonl"  # {"step": 3, "value": 0.97} a line
 STOP_FILE = ".hpsearch-stop"  # created beside it when the sweep prunes the job
+# Beside it where the sweep judges reports (a pruner): the bytes of the reports file judged so
+# far. report() waits (for at most what channel.py allows) until its line is judged or the job
+# is pruned, so that a pruned job stops before its next epoch instead of after it.
+HEARD_FILE = ".hpsearch-heard"
 # {"return": <JSON>, "overrides": [...]}: written atomically by the job's own process when its
 # task returned, before it exits: a sweep killed before it heard of the end adopts it on resume.
 END_FILE = ".hpsearch-end.json"

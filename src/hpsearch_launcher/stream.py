@@ -29,6 +29,10 @@ class JobEnd:
 
 
 class JobSource(Protocol):
+    # Whether report() can answer True (a pruner): each job then waits for its reports to be
+    # judged, so that a pruned one stops before its next epoch.
+    judges: bool
+
     def ask(self) -> Ask | None:
         """The next job to start now, or None if there is none now."""
         ...

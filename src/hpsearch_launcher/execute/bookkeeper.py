@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hydra.core.utils import JobReturn
 
-from ..contract import STOP_FILE
+from ..contract import HEARD_FILE, STOP_FILE
 from ..crash_points import crash_point
 from ..disk_errors import CannotWrite
 from ..outcome import Outcome, Status, status_of
@@ -93,8 +93,10 @@ class Bookkeeper:
         if run.reports is not None and run.pruning is None:
             for late in run.reports.read():  # written just before it ended: the source hears all
                 self.source.report(run.key, *late)
-        if run.pruning is not None and run.dir is not None:  # its process is gone: answered
-            (run.dir / STOP_FILE).unlink(missing_ok=True)
+        if run.dir is not None:  # its process is gone: answered, and heard no more
+            (run.dir / HEARD_FILE).unlink(missing_ok=True)
+            if run.pruning is not None:
+                (run.dir / STOP_FILE).unlink(missing_ok=True)
         attempt = run.attempt(outcome, placement)
         crash_point("job-ended")
         ret = self.recorder.write_end(attempt)

@@ -4,12 +4,17 @@ and what it ends for running past hydra.launcher.timeout or past its pruning gra
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
 from collections.abc import Iterator
 
+from ..contract import STOP_FILE
 from ..outcome import Ending, Outcome
+from ..stream import JobSource
 from .backend import Backend
 from .run import Run, RunState, pruned
+
+log = logging.getLogger("hpsearch.launcher")
 
 
 class Running:
@@ -51,6 +56,26 @@ class Running:
             stopping = run.state is RunState.STOPPING
             ended.append((run, pruned(run, future.result()) if stopping else future.result()))
         return ended
+
+    def judge_reports(self, source: JobSource, grace_s: float) -> None:
+        """Hand each running job's new reports to the source, then tell the job they are
+        heard; one the source condemns is asked to stop (its stop file), and its process tree
+        is ended `grace_s` later."""
+        for run in self.runs():
+            if run.reports is None or run.state is RunState.STOPPING:
+                continue
+            for step, value in run.reports.read():
+                if source.report(run.key, step, value):
+                    self._prune(run, step, value, grace_s)
+                    break
+            else:
+                run.reports.heard()
+
+    def _prune(self, run: Run, step: int, value: float, grace_s: float) -> None:
+        assert run.dir is not None
+        pruning = run.prune(step, value, grace_s)
+        (run.dir / STOP_FILE).touch()
+        log.info("job %d pruned %s  %s", run.job.num, run.job.label, pruning.reason)
 
     def stop_overdue(self, now: float) -> None:
         """Pruned jobs past their grace: SIGTERM, then SIGKILL a second later if still there."""

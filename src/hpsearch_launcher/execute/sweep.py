@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..contract import GPU_PEAK_FILE, REPORTS_FILE, STOP_FILE
+from ..contract import GPU_PEAK_FILE, REPORTS_FILE
 from ..disk_errors import CannotWrite, cannot_write
 from ..outcome import Ending, Outcome, status_of
 from ..plan.jobs import Job
@@ -36,7 +36,9 @@ log = logging.getLogger("hpsearch.launcher")
 
 INTERRUPT_GRACE_S = 5.0  # SIGTERM -> SIGKILL for running jobs when the sweep is interrupted
 POLL_S = 0.5  # the longest the loop sleeps without looking at signals and deadlines
-HOLD_POLL_S = 0.02  # the same while jobs wait for the warm process: they start once it is ready
+# The same while jobs wait: for the warm process (they start once it is ready), or for the
+# verdict on their reports (they train on once it is given).
+HOLD_POLL_S = 0.02
 
 
 class Sweep:
@@ -86,8 +88,9 @@ class Sweep:
                     holding = self._start_ready()
                     if self.execution.warm:
                         self.backend.prepare(self._ahead())
-                    self._wait(HOLD_POLL_S if holding else POLL_S)
-                    self._read_reports()
+                    verdicts = self.source.judges and bool(self.running)
+                    self._wait(HOLD_POLL_S if holding or verdicts else POLL_S)
+                    self.running.judge_reports(self.source, self.settings.prune_grace)
                     self.book.flush()
                     progress.update(self.state, event=False)
                 if self.stop.signum:
@@ -182,7 +185,8 @@ class Sweep:
         try:
             run.dir = run.dir or self.book.claim_dir(job)
             spec = run.spec(share=1.0 if run.whole else 1 / self.pool.slots)
-            run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE)
+            run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE, self.source.judges)
+            run.reports.heard()
             (run.dir / GPU_PEAK_FILE).unlink(missing_ok=True)  # an earlier attempt's
             run.handle = self.backend.start(spec, env)
         except Exception as err:  # out of processes or file descriptors: this job, not all
@@ -206,23 +210,6 @@ class Sweep:
         self.running.stop_overdue(now)
         for run, outcome in self.running.expired(now):
             self._finish(run, outcome)
-
-    def _read_reports(self) -> None:
-        """Hand each running job's new reports to the source; one it condemns is asked to
-        stop (its stop file), and its process tree is ended after the grace."""
-        for run in self.running.runs():
-            if run.reports is None or run.state is RunState.STOPPING:
-                continue
-            for step, value in run.reports.read():
-                if self.source.report(run.key, step, value):
-                    self._prune(run, step, value)
-                    break
-
-    def _prune(self, run: Run, step: int, value: float) -> None:
-        assert run.dir is not None
-        pruning = run.prune(step, value, self.settings.prune_grace)
-        (run.dir / STOP_FILE).touch()
-        log.info("job %d pruned %s  %s", run.job.num, run.job.label, pruning.reason)
 
     def _finish(self, run: Run, outcome: Outcome, retry: bool = True) -> None:
         outcome = returned(run, outcome)

@@ -7,16 +7,35 @@ import json
 import math
 from pathlib import Path
 
+from ..contract import HEARD_FILE
 from ..finite import finite_float, is_number
 
 
 class ReportReader:
-    """New (step, value) reports of one job, read from where the last read stopped."""
+    """New (step, value) reports of one job, read from where the last read stopped. With
+    `verdicts`, the job waits for each report to be judged: `heard()` says how far it was."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, verdicts: bool = False) -> None:
         self.path = path
         self.offset = 0
         self.last: tuple[int | None, float | None] = (None, None)
+        self.verdicts = verdicts
+        self._heard = -1  # the offset the job was last told
+
+    def heard(self) -> None:
+        """Tell the job that its reports read so far are judged (a verdict it waits for);
+        without verdicts, remove a killed sweep's word, which the job would wait on."""
+        if self._heard == self.offset:
+            return
+        self._heard = self.offset
+        path = self.path.parent / HEARD_FILE
+        if self.verdicts:
+            # Not atomic, not synced: the job may read it half written, and a prefix of a
+            # number is never more than the number, so it waits on; an atomic write's fsync
+            # cost 8 ms a report here, in the loop every job's verdict waits on.
+            path.write_text(str(self.offset))
+        else:
+            path.unlink(missing_ok=True)
 
     def read(self) -> list[tuple[int, float]]:
         try:

@@ -63,14 +63,27 @@ def _instantiated(value: Any) -> Any:
     return value
 
 
-# hpsearch's defaults where Optuna's differ, each overridden by its own pruner_args key: the
-# median and percentile pruners judge no trial on its first report (step 0: one epoch is
-# noise), as the grid's hydra.launcher.prune_warmup=2 (reports) does.
+# hpsearch's defaults where Optuna's differ, each overridden by its own pruner_args key (issue
+# 49; docs/search.md says why):
+# - median and percentile judge no trial on its first report (step 0: one epoch is noise), as
+#   the grid's hydra.launcher.prune_warmup=2 (reports) does;
+# - successive_halving judges from the first rung on (min_resource=1): Optuna's "auto" prunes
+#   nothing until a trial has completed, while every slot's first trial runs on;
+# - hyperband has one bracket (ONE_BRACKET), asynchronous successive halving as Ray Tune's
+#   AsyncHyperBand defaults to: Optuna's "auto" max_resource waits for a completed trial too,
+#   then sends most of its budget to brackets whose trials run long (27 steps: 4 brackets).
 WARMUP_STEPS = 1
 PRUNER_DEFAULTS = {
     "median": {"n_warmup_steps": WARMUP_STEPS},
     "percentile": {"n_warmup_steps": WARMUP_STEPS},
+    "successive_halving": {"min_resource": 1},
 }
+
+
+def one_bracket(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Hyperband's brackets number floor(log_eta(max_resource / min_resource)) + 1, and
+    max_resource counts nothing else: max_resource = min_resource makes one bracket."""
+    return {"max_resource": args.get("min_resource", 1)}
 
 
 def make_pruner(settings: SearchSettings) -> optuna.pruners.BasePruner:
@@ -80,6 +93,8 @@ def make_pruner(settings: SearchSettings) -> optuna.pruners.BasePruner:
         cls = getattr(optuna.pruners, PRUNER_CLASSES[settings.pruner])
         settled = PRUNER_DEFAULTS.get(settings.pruner)
         args = dict(settings.pruner_args)
+        if settings.pruner == "hyperband":
+            settled = one_bracket(args)
         inner = _make(cls, args, "pruner_args", f"pruner={settings.pruner}", settled)
     if settings.patience is None:
         return inner or optuna.pruners.NopPruner()

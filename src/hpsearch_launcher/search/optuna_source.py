@@ -61,6 +61,9 @@ class OptunaSource:
         self.failed_now = 0
         self.timed_out = False
         self.owner = this_sweep()
+        # Optuna prunes single objectives only; NopPruner never prunes.
+        nop = isinstance(study.pruner, optuna.pruners.NopPruner)
+        self.judges = self.n_objectives == 1 and not nop
         self.notices = once_per_sweep(log)
 
     # -- JobSource --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from ..stream import Ask, JobEnd
 from .algorithms import make_pruner, make_sampler
 from .config import SearchSettings
 from .deprecated import params_of_search_space
-from .history import ended_count, replay_results, started_elsewhere
+from .history import OWNER, ended_count, replay_results, started_elsewhere
 from .hydra_optuna import unread_sweeper_file
 from .optuna_source import Extend, OptunaSource
 from .reconcile import reconcile_storage
@@ -82,12 +83,15 @@ def sweep(sweeper: Any, arguments: Sequence[str]) -> None:
     source.extend = extend
     study = source.study
     _log_plan(study, settings, source)
+    began = time.monotonic()
     if streams:
         cap = None if settings.n_jobs is None else (settings.n_jobs, "hydra.sweeper.n_jobs")
         sweeper.launcher.stream(source, list(space.params), total=source.planned, at_most=cap)
     else:
         run_batches(sweeper.launcher, source, settings.n_jobs or DEFAULT_BATCH)
     write_best(study, sweep_dir)
+    if line := time_line(source, time.monotonic() - began):
+        log.info("hpsearch: %s", line)
     if source.failed_too_often or source.none_completed:
         _fail(config, sweep_dir, source.failure_line())
 
@@ -198,6 +202,24 @@ def write_best(study: optuna.Study, sweep_dir: Path) -> None:
         log.info("hpsearch: %d Pareto-optimal trials", len(front))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create(result), sweep_dir / RESULTS_YAML)
+
+
+def time_line(source: OptunaSource, took: float) -> str | None:
+    """How long this run searched, against the time its best trial took from its ask to its
+    tell (its own training, start to end): what a search costs over training that one model.
+    None without a single best trial, or when this run did not train it (an earlier run did)."""
+    study = source.study
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(study.directions) > 1 or not done:
+        return None
+    best = study.best_trial
+    if best.user_attrs.get(OWNER) != source.owner or best.duration is None:
+        return None
+    own = best.duration.total_seconds()
+    return (
+        f"the search took {took:.1f}s, {took / own:.2f}x its best trial's own time "
+        f"(trial {best.number}: {own:.1f}s)"
+    )
 
 
 def _log_plan(study: optuna.Study, settings: SearchSettings, source: OptunaSource) -> None:
