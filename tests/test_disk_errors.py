@@ -14,6 +14,7 @@ import errno
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,7 +105,25 @@ def make_room(sweep: Path) -> None:
 
 
 def read_only(sweep: Path) -> None:
-    _mount("--bind", "-o", "ro", str(sweep), str(sweep))
+    """A read-only bind mount of the sweep dir on itself. mount(8) binds, then makes the bind
+    read-only: a file the running sweep opens for writing in between (it writes all the time)
+    makes the second step fail (EBUSY). Then the rw bind it left is taken off, and again."""
+    layers = _layers(sweep)
+    for _ in range(50):
+        try:
+            _mount("--bind", "-o", "ro", str(sweep), str(sweep))
+            return
+        except subprocess.CalledProcessError:
+            while _layers(sweep) > layers:
+                subprocess.run(["umount", str(sweep)], check=False)
+            time.sleep(0.02)
+    raise AssertionError(f"{sweep}: no read-only bind mount in 50 tries")
+
+
+def _layers(path: Path) -> int:
+    """How many mounts are stacked on `path`."""
+    with open("/proc/self/mountinfo") as f:
+        return sum(line.split()[4] == str(path) for line in f)
 
 
 def writable(sweep: Path) -> None:
