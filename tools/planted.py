@@ -4,8 +4,10 @@ tree, and run the test that must catch it; several times, since "caught" means e
     python tools/planted.py [--times N] [--only TEXT]
 
 Each bug is a text replacement that must match exactly once (else the table is stale and the
-script says which). The unmutated copy's tests run first: a test red without its bug proves
-nothing. Not run by CI (a few minutes per pass); exit status 1 if any bug got past a run.
+script says which; tests/test_planted.py checks every entry fits, in the suite, so a move of
+the code cannot silently retire one). The unmutated copy's tests run first: a test red without
+its bug proves nothing. Not run by CI (a few minutes per pass); exit status 1 if any bug got
+past a run.
 """
 
 from __future__ import annotations
@@ -361,7 +363,7 @@ ISSUE_46 = (
         "search/space.py",
         "range(dist.low, dist.high + 1, dist.step)",
         "range(dist.low, dist.high, dist.step)",
-        ("tests/test_search_space.py::test_the_grid_samplers_grid_keeps_each_ranges_stop",),
+        ("tests/test_search_space.py::test_the_grid_samplers_grid_is_each_ranges_values",),
     ),
     Planted(
         "deprecated search_space: an int entry searched as floats",
