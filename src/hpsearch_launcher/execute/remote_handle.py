@@ -1,16 +1,55 @@
-"""What a remote backend's job handle (Ray's, SLURM's) shares: the job's start file on the
-sweep dir (written where it runs, when it begins: `execute.job.remote.run_here`), its stderr
-there, and no process of its own on this machine."""
+"""What a remote backend (Ray's, SLURM's) shares: how it sends a job (`RemoteJobs`: its ticket,
+its start file on the sweep dir, the environment it ships), and its job handle (`RemoteHandle`:
+the start file, written where the job runs when it begins by `execute.job.remote.run_here`, its
+stderr there, and no process of its own on this machine)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
+from .. import contract
 from ..outcome import Outcome
 from .backend import JobSpec
+from .job.remote import RemoteTicket
 from .log_tail import file_tail, last_error_line
+from .payload import sweep_sys_path
+
+# Variables the cluster sets per job itself (the GPUs it gave it), or meaningless off this
+# machine: not shipped with a job.
+NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
+
+
+class RemoteJobs:
+    """A remote backend's jobs as it sends them: each one's ticket (its start file in the
+    sweep's `<mark>.started/`, the sweep's cwd and sys.path) and the environment it ships; the
+    mark (execute.job.remote.write_mark) and the start files removed at `close`."""
+
+    def __init__(self, mark: tuple[str, str]) -> None:
+        self.mark = mark
+        self.started_dir = Path(f"{mark[0]}.started")  # the jobs' start files
+        self.started_dir.mkdir(exist_ok=True)
+        self.sys_path = tuple(sweep_sys_path())
+        self.cwd = os.getcwd()  # where the sweep started: each job works there
+
+    def ticket(self, spec: JobSpec) -> RemoteTicket:
+        started = self.started_file(spec)
+        return spec.ticket(RemoteTicket, started=str(started), cwd=self.cwd, sys_path=self.sys_path)
+
+    def started_file(self, spec: JobSpec) -> Path:
+        return self.started_dir / f"{spec.num}-{spec.attempt}"
+
+    @staticmethod
+    def shipped(env: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if k not in NOT_SHIPPED}
+
+    def close(self) -> None:
+        Path(self.mark[0]).unlink(missing_ok=True)
+        shutil.rmtree(self.started_dir, ignore_errors=True)
 
 
 class RemoteHandle:

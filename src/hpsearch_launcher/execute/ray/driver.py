@@ -17,18 +17,16 @@ from __future__ import annotations
 import logging
 import math
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ... import contract
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ..backend import Ahead, Execution, JobHandle, JobSpec
-from ..job.remote import RemoteTicket, write_mark
-from ..payload import sweep_sys_path
+from ..job.remote import write_mark
+from ..remote_handle import RemoteJobs
 from .handle import RayHandle, first_line
 from .worker import run_on_node
 
@@ -36,8 +34,6 @@ log = logging.getLogger("hpsearch.launcher")
 
 END_WAIT_S = 10.0  # after ray.cancel(force=True), how long to wait for the tasks to be gone
 RAY_DEVICE = "ray:"  # the sweep's slot groups on a GPU cluster: "ray:0" .. one per GPU
-# Variables Ray sets per task itself (the GPUs it assigned), or meaningless off this machine.
-_NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
 
 
 def gpu_fraction(share: float) -> float:
@@ -58,24 +54,16 @@ class RayBackend:
         self.remote = ray.remote(max_calls=1, max_retries=0)(run_on_node)
         self.on_gpus = on_gpus
         self.num_cpus = settings.ray.num_cpus
-        self.mark = mark
-        self.started_dir = Path(f"{mark[0]}.started")  # the jobs' start files
-        self.started_dir.mkdir(exist_ok=True)
-        self.sys_path = tuple(sweep_sys_path())
-        self.cwd = os.getcwd()  # where the sweep started: each job works there
+        self.jobs = RemoteJobs(mark)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
-        shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
-        started = self.started_dir / f"{spec.num}-{spec.attempt}"
-        ticket = spec.ticket(
-            RemoteTicket, started=str(started), cwd=self.cwd, sys_path=self.sys_path
-        )
+        jobs = self.jobs
         ref = self.remote.options(
             num_gpus=gpu_fraction(spec.share) if self.on_gpus else 0,
             num_cpus=self.num_cpus,
             name=f"hpsearch job {spec.num}",
-        ).remote(self.task_ref, ticket.to_dict(), shipped, self.mark)
-        return RayHandle(ref, spec, started)
+        ).remote(self.task_ref, jobs.ticket(spec).to_dict(), jobs.shipped(env), jobs.mark)
+        return RayHandle(ref, spec, jobs.started_file(spec))
 
     def warming(self, env: Mapping[str, str]) -> bool:
         """Ray starts its workers itself: nothing on its way here."""
@@ -104,8 +92,7 @@ class RayBackend:
             )
 
     def close(self) -> None:
-        Path(self.mark[0]).unlink(missing_ok=True)
-        shutil.rmtree(self.started_dir, ignore_errors=True)
+        self.jobs.close()
 
 
 def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> Execution:

@@ -12,21 +12,18 @@ once), one per slot group; one `Watcher` reads every job's state (watcher.py).
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import contract
 from ...outcome import Ending
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ...plan.slurm_settings import asks_gpus
 from ..backend import Ahead, Execution, JobHandle, JobSpec
-from ..job.remote import RemoteTicket, write_mark
-from ..payload import sweep_sys_path
+from ..job.remote import write_mark
+from ..remote_handle import RemoteJobs
 from .handle import SlurmHandle
 from .ledger import Ledger
 from .sbatch import Submitter
@@ -39,8 +36,6 @@ END_WAIT_S = 30.0  # after scancel, how long to wait for SLURM to be done with t
 SLURM_SLOT = "slurm:"  # the sweep's slot groups: "slurm:0" .. one per job queued at once
 SLURM_GPUS = "slurm:gpu"  # where a job's environment is made when jobs ask SLURM for GPUs
 TASK_FILE = ".hpsearch-task"  # in the sweep dir: the pickled task, read by each job
-# Variables SLURM sets per job itself (the GPUs it allocated), or meaningless off this machine.
-_NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
 
 
 class SlurmBackend:
@@ -50,29 +45,22 @@ class SlurmBackend:
         folder = settings.slurm.submitit_folder or str(sweep_dir / ".submitit" / "%j")
         self.submitter = Submitter(settings.slurm, Path(folder))
         self.on_gpus = asks_gpus(settings.slurm)
-        self.mark = write_mark(sweep_dir)
-        self.task_file = Path(self.mark[0]).with_name(TASK_FILE)
+        self.jobs = RemoteJobs(write_mark(sweep_dir))
+        self.task_file = Path(self.jobs.mark[0]).with_name(TASK_FILE)
         self.task_file.write_bytes(task)  # before any job is submitted: read whole
-        self.started_dir = Path(f"{self.mark[0]}.started")  # the jobs' start files
-        self.started_dir.mkdir(exist_ok=True)
-        self.sys_path = tuple(sweep_sys_path())
-        self.cwd = os.getcwd()  # where the sweep started: each job works there
         self.watcher = Watcher()
         self.ledger = Ledger(sweep_dir)
         self.ledger.cancel_left(still_queued, scancel)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> SlurmHandle:
         """sbatch the job (raises, the job not started, if sbatch refuses it)."""
-        shipped = {k: v for k, v in env.items() if k not in _NOT_SHIPPED}
-        started = self.started_dir / f"{spec.num}-{spec.attempt}"
-        ticket = spec.ticket(
-            RemoteTicket, started=str(started), cwd=self.cwd, sys_path=self.sys_path
-        )
+        jobs = self.jobs
+        ticket, shipped = jobs.ticket(spec).to_dict(), jobs.shipped(env)
         job_id, result = self.submitter.submit(
-            run_in_slurm, str(self.task_file), ticket.to_dict(), shipped, self.mark, self.on_gpus
+            run_in_slurm, str(self.task_file), ticket, shipped, jobs.mark, self.on_gpus
         )
         self.ledger.add(job_id)
-        handle = SlurmHandle(job_id, result, spec, started)
+        handle = SlurmHandle(job_id, result, spec, jobs.started_file(spec))
         handle.outcome.add_done_callback(lambda _: self._after(handle))
         self.watcher.add(handle)
         return handle
@@ -114,8 +102,7 @@ class SlurmBackend:
         self.watcher.close()
         self.ledger.close()
         self.task_file.unlink(missing_ok=True)
-        Path(self.mark[0]).unlink(missing_ok=True)
-        shutil.rmtree(self.started_dir, ignore_errors=True)
+        self.jobs.close()
 
 
 def scancel(job_ids: Sequence[str]) -> None:
