@@ -56,9 +56,11 @@ class Journal:
         lines = data.split(b"\n")
         corrupt: list[int] = []
         for number, line in enumerate(lines, start=1):
-            entry = _entry(line) if line.strip() else None
+            if not line.strip():
+                continue
+            entry = _entry(line)
             if entry is None:
-                corrupt += [number] if line.strip() else []
+                corrupt.append(number)
                 continue
             num, row, params = entry
             record.rows[num] = row
