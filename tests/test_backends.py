@@ -54,10 +54,10 @@ def test_the_table_names_each_backend_once_and_says_when_it_opens() -> None:
 
 def test_each_section_is_a_setting_parsed_by_its_backends_parser() -> None:
     declared = {f.name for f in fields(LauncherSettings)}
-    assert set(SECTIONS) == {"ray", "slurm"} and set(SECTIONS) <= declared
+    assert set(SECTIONS) == {"ray", "slurm"} and not set(SECTIONS) & declared
     parsed = parse_settings({"ray": {"address": "auto"}})
-    assert parsed.ray == SECTIONS["ray"].parse(
-        {**LauncherSettings().ray.__dict__, "address": "auto"}
+    assert parsed.section("ray") == SECTIONS["ray"].parse(
+        {**SECTIONS["ray"].settings().__dict__, "address": "auto"}
     )
     with pytest.raises(LauncherSettingsError, match=r"^hydra\.launcher\.ray\.adress: no such"):
         check_setting_key("ray.adress")

@@ -16,7 +16,9 @@ from hydra import compose, initialize_config_dir
 from hpsearch.app import CONFIG_DIR, check_group_choices, run_dir_line
 from hpsearch.errors import ConfigError
 from hpsearch.validate import validate_config
-from hpsearch_launcher.config import LauncherSettings, RaySettings, SlurmSettings
+from hpsearch_launcher.config import LauncherSettings
+from hpsearch_launcher.plan.ray_settings import RaySettings
+from hpsearch_launcher.plan.slurm_settings import SlurmSettings
 from hpsearch_launcher.search.config import SearchSettings
 
 
@@ -79,7 +81,7 @@ def test_help_says_what_hpsearch_is_and_its_launcher_settings() -> None:
     # Every setting of the launcher and of the search, from their one declaration.
     listed = re.findall(r"^  (\S+) +\(default ", done.stdout, flags=re.M)
     sections = {"ray": RaySettings, "slurm": SlurmSettings}
-    launcher = [f.name for f in dataclasses.fields(LauncherSettings) if f.name not in sections]
+    launcher = [f.name for f in dataclasses.fields(LauncherSettings) if f.name != "sections"]
     nested = [f"{n}.{f.name}" for n, cls in sections.items() for f in dataclasses.fields(cls)]
     search = [f.name for f in dataclasses.fields(SearchSettings)]
     assert listed == [*launcher, *nested, *search]

@@ -171,7 +171,8 @@ def test_bad_ray_settings_are_named(params: dict, message: str) -> None:
 def test_ray_addresses_accepted() -> None:
     for address in ("", "auto", "ray://head:10001", "10.0.0.1:6379"):
         assert (
-            parse_settings({"backend": "ray", "ray": {"address": address}}).ray.address == address
+            parse_settings({"backend": "ray", "ray": {"address": address}}).section("ray").address
+            == address
         )
 
 

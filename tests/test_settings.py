@@ -95,8 +95,8 @@ def test_env_may_not_set_what_the_launcher_owns(name: str, use: str) -> None:
 
 def test_defaults_come_from_the_config_dataclass() -> None:
     """One source: the parser reads the dataclass's defaults, and they agree with Hydra's."""
+    from hpsearch_launcher.launcher_conf import HpsearchLauncherConf
     from hpsearch_launcher.plan.settings import cpu_count, defaults
-    from hydra_plugins.hpsearch_launcher.hpsearch_launcher import HpsearchLauncherConf
 
     declared = defaults()
     assert declared["gpus"] == HpsearchLauncherConf.gpus == "auto"
@@ -215,13 +215,20 @@ def test_the_hydra_config_is_derived_from_the_settings_field_by_field() -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import ValidationError
 
-    from hpsearch_launcher.config import HpsearchLauncherConf, LauncherSettings
+    from hpsearch_launcher.config import LauncherSettings, user_fields
+    from hpsearch_launcher.launcher_conf import HpsearchLauncherConf
+    from hpsearch_launcher.plan.backends import SECTIONS
 
     conf = {f.name: (f.type, f.default) for f in dataclasses.fields(HpsearchLauncherConf)}
     assert next(iter(conf)) == "_target_"
-    for f in dataclasses.fields(LauncherSettings):
-        if f.name not in ("ray", "slurm"):  # sections: their own config classes
-            assert conf[f.name] == (f.type, f.default), f.name
+    for f in user_fields(LauncherSettings):
+        assert conf[f.name] == (f.type, f.default), f.name
+    assert "sections" not in conf  # filled by the sweep, no user's key
+    # Each section from the backend table, as its own config class, field by field too.
+    for name, section in SECTIONS.items():
+        nested = {f.name: (f.type, f.default) for f in dataclasses.fields(conf[name][0])}
+        declared = dataclasses.fields(section.settings)
+        assert nested == {f.name: (f.type, f.default) for f in declared}, name
     node = OmegaConf.structured(HpsearchLauncherConf)
     with pytest.raises(ValidationError):
         node.max_retries = "two"

@@ -21,12 +21,12 @@ from conftest import Runner, read_records, wait_until
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from hpsearch_launcher.config import SlurmSettings
 from hpsearch_launcher.execute.failures import Retry, retry_kind
 from hpsearch_launcher.execute.slurm.sbatch import sbatch_parameters
 from hpsearch_launcher.execute.slurm.states import outcome_of_state
 from hpsearch_launcher.outcome import Ending, Outcome, Status, status_of
 from hpsearch_launcher.plan.settings import parse_settings
+from hpsearch_launcher.plan.slurm_settings import SlurmSettings, slurm_of
 
 pytestmark = pytest.mark.xdist_group("slurm")  # one cluster: its tests one at a time
 REQUIRED = os.environ.get("HPSEARCH_REQUIRE_SLURM") == "1"
@@ -165,8 +165,8 @@ def test_a_submitit_slurm_config_moves_by_the_launchers_name() -> None:
     assert isinstance(launcher, dict)
     settings = parse_settings({k: v for k, v in launcher.items() if k != "_target_"})
     assert settings.backend == "slurm"
-    assert {k: getattr(settings.slurm, k) for k in SUBMITIT_SLURM_KEYS} == SUBMITIT_SLURM_KEYS
-    sbatch = sbatch_parameters(settings.slurm)
+    assert {k: getattr(slurm_of(settings), k) for k in SUBMITIT_SLURM_KEYS} == SUBMITIT_SLURM_KEYS
+    sbatch = sbatch_parameters(slurm_of(settings))
     assert (sbatch["time"], sbatch["mem"], sbatch["job_name"]) == (7, "16GB", "my_app")
     assert sbatch["ntasks_per_node"] == 1 and sbatch["setup"] == ["module load cuda"]
 
@@ -202,14 +202,17 @@ def test_a_time_limit_or_preemption_runs_again_up_to_max_num_timeout(ending: End
     """As hydra-submitit-launcher requeues them; apart from max_retries (the job's own
     failures): two requeues leave max_retries=1 for a failure afterwards."""
     settings = parse_settings({"max_retries": 1, "slurm": {"max_num_timeout": 2}})
+    limit = slurm_of(settings).max_num_timeout  # the SLURM execution's `requeues`
     requeued = Outcome(ending, detail="SLURM")
-    assert retry_kind(requeued, False, 1, 0, settings, requeues=1) is Retry.AGAIN
-    assert retry_kind(requeued, False, 2, 0, settings, requeues=2) is Retry.AGAIN
-    assert retry_kind(requeued, False, 3, 0, settings, requeues=3) is None
+    assert retry_kind(requeued, False, 1, 0, settings, requeues=(1, limit)) is Retry.AGAIN
+    assert retry_kind(requeued, False, 2, 0, settings, requeues=(2, limit)) is Retry.AGAIN
+    assert retry_kind(requeued, False, 3, 0, settings, requeues=(3, limit)) is None
     raised = Outcome(Ending.RAISED, detail="ValueError: x")
-    assert retry_kind(raised, False, 3, 0, settings, requeues=2) is Retry.AGAIN
-    assert retry_kind(raised, False, 4, 0, settings, requeues=2) is None
-    assert retry_kind(requeued, False, 1, 0, parse_settings({}), requeues=1) is None  # default 0
+    assert retry_kind(raised, False, 3, 0, settings, requeues=(2, limit)) is Retry.AGAIN
+    assert retry_kind(raised, False, 4, 0, settings, requeues=(2, limit)) is None
+    assert (
+        retry_kind(requeued, False, 1, 0, parse_settings({}), requeues=(1, 0)) is None
+    )  # none by default
 
 
 def test_a_job_slurm_ended_without_its_state_says_its_exit() -> None:

@@ -1,6 +1,7 @@
 """A backend kept whole in this file: a subprocess per job, no warm start. It is the proof of
 ARCHITECTURE.md's "Adding a backend": registered through the table (`plan.backends.register`),
-nothing outside this file edited to add it, and it runs the suite every backend runs."""
+nothing outside this file edited to add it, with a settings section of its own
+(hydra.launcher.subprocess.*), and it runs the suite every backend runs."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from backend_suite import BackendSuite
@@ -28,12 +31,34 @@ from hpsearch_launcher.execute.job.wire import job_line
 from hpsearch_launcher.execute.log_tail import file_tail, last_error_line
 from hpsearch_launcher.execute.payload import sweep_sys_path
 from hpsearch_launcher.outcome import Ending, Outcome, TaskResult, outcome_of
-from hpsearch_launcher.plan.backends import BackendEntry, register, unregister
-from hpsearch_launcher.plan.settings import cpu_count
+from hpsearch_launcher.plan.backends import BackendEntry, Section, register, unregister
+from hpsearch_launcher.plan.refusal import fail
+from hpsearch_launcher.plan.settings import (
+    LauncherSettingsError,
+    check_setting_key,
+    cpu_count,
+    parse_settings,
+)
 from hpsearch_launcher.plan.slots import CPU, slots_per_device
 
 NAME = "subprocess"
+ENTRY_EXAMPLE = f"{NAME}.python=python3"  # a refusal's fix
 KILL_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class SubprocessSettings:
+    # The interpreter that runs each job ("": the sweep's own).
+    python: str = ""
+
+
+def parse_subprocess(params: Mapping[str, Any]) -> SubprocessSettings:
+    python = params["python"]
+    if not isinstance(python, str) or (python and shutil.which(python) is None):
+        raise fail(
+            "subprocess.python", python, "must be a Python found on PATH, or empty", ENTRY_EXAMPLE
+        )
+    return SubprocessSettings(python=python)
 
 
 class SubprocessHandle:
@@ -78,7 +103,8 @@ class SubprocessHandle:
 class SubprocessBackend:
     """`python -c BOOT` per job (execute/job's child), made when the job starts."""
 
-    def __init__(self, task: bytes) -> None:
+    def __init__(self, task: bytes, python: str) -> None:
+        self.python = python
         self.dir = Path(tempfile.mkdtemp(prefix="hpsearch-subprocess-"))
         self.task_file = self.dir / "task.pkl"
         self.task_file.write_bytes(task)
@@ -93,7 +119,7 @@ class SubprocessBackend:
         fd = self.status.fileno()
         args = [self.sys_path, str(self.task_file), spec.stderr_path, "[]", str(fd)]
         proc = subprocess.Popen(
-            [sys.executable, "-c", BOOT, *args],
+            [self.python, "-c", BOOT, *args],
             pass_fds=[fd],
             env={**os.environ, **env},
             stdin=subprocess.PIPE,
@@ -136,10 +162,17 @@ def subprocess_execution(settings: LauncherSettings, task: bytes, sweep_dir: Pat
     """This machine's CPU, a fresh subprocess per job."""
     groups = (CPU,)
     slots = slots_per_device(settings, groups)
-    return Execution(SubprocessBackend(task), groups, slots, "the CPU", settings, {}, cpu_count())
+    backend = SubprocessBackend(task, settings.section(NAME).python or sys.executable)
+    return Execution(backend, groups, slots, "the CPU", settings, {}, cpu_count())
 
 
-ENTRY = BackendEntry(NAME, f"{__name__}.subprocess_execution", opens_first=True, title="Subprocess")
+ENTRY = BackendEntry(
+    NAME,
+    f"{__name__}.subprocess_execution",
+    opens_first=True,
+    title="Subprocess",
+    section=Section(NAME, SubprocessSettings, parse_subprocess, ENTRY_EXAMPLE),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -151,3 +184,14 @@ def registered() -> Iterator[None]:
 
 class TestSubprocessBackend(BackendSuite):
     backend = NAME
+
+
+def test_its_section_is_checked_and_read_as_the_tables_own_are() -> None:
+    """hydra.launcher.subprocess.*: its defaults, its keys and its parser, from the entry."""
+    assert parse_settings({"backend": NAME}).section(NAME) == SubprocessSettings()
+    given = parse_settings({"backend": NAME, NAME: {"python": "python3"}})
+    assert given.section(NAME).python == "python3"
+    with pytest.raises(LauncherSettingsError, match=r"subprocess\.pyton: no such setting; did"):
+        check_setting_key(f"{NAME}.pyton")
+    with pytest.raises(LauncherSettingsError, match=r"subprocess\.python=3: must be a Python"):
+        parse_settings({NAME: {"python": 3}})

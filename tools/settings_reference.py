@@ -1,5 +1,6 @@
 """docs/settings.md, generated from the settings' one declaration: every field of the launcher's
-`LauncherSettings` (src/hpsearch_launcher/config.py) and the search's `SearchSettings`
+`LauncherSettings` (src/hpsearch_launcher/config.py) and its backends' sections' classes (where
+the backend table, plan/backends.py, says) and of the search's `SearchSettings`
 (src/hpsearch_launcher/search/config.py) with its type, its default and the whole comment above
 it. `hpsearch --help` lists the same fields with their comment's first sentence
 (src/hpsearch/settings_help.py, whose readers this uses).
@@ -13,21 +14,23 @@ A tool, not a module of the package: Hydra's plugin scan never imports it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import textwrap
 import typing
 from pathlib import Path
 from typing import Any
 
-from hpsearch.settings_help import SETTINGS, default_text, field_comments, field_value
+from hpsearch.settings_help import SETTINGS, default_text, field_comments
+from hpsearch_launcher.api import user_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "settings.md"
 LINE_WIDTH = 100
-# (the section's key in SETTINGS, its Hydra prefix, its title, the file that declares it)
+# (the section's key in SETTINGS, its Hydra prefix, its title)
 SECTIONS = [
-    ("launcher", "hydra.launcher", "The launcher", "src/hpsearch_launcher/config.py"),
-    ("sweeper", "hydra.sweeper", "The search", "src/hpsearch_launcher/search/config.py"),
+    ("launcher", "hydra.launcher", "The launcher"),
+    ("sweeper", "hydra.sweeper", "The search"),
 ]
 HEAD = """\
 # Settings reference
@@ -59,26 +62,32 @@ def type_text(kind: Any) -> str:
     return getattr(kind, "__name__", str(kind))
 
 
-def settings(cls: type, prefix: str) -> list[tuple[str, dataclasses.Field[Any], str, str]]:
-    """(its full key, the field, its comment, its class's name) per setting, in declaration
-    order; a nested settings class (`ray`) as its own keys, `ray.address` ..."""
-    comments = field_comments(cls)
+def settings(
+    classes: list[tuple[str, type]], prefix: str
+) -> list[tuple[str, dataclasses.Field[Any], str, type]]:
+    """(its full key, the field, its comment, its class) per setting, in declaration order:
+    each class's keys under its own prefix (hydra.launcher.ray.address ...)."""
     found = []
-    for f in dataclasses.fields(cls):
-        value = field_value(f)
-        if dataclasses.is_dataclass(value):
-            found += settings(type(value), f"{prefix}.{f.name}")
-        else:
-            found.append((f"{prefix}.{f.name}", f, comments.get(f.name, ""), cls.__name__))
+    for inner, cls in classes:
+        comments = field_comments(cls)
+        for f in user_fields(cls):
+            found.append((f"{prefix}.{inner}{f.name}", f, comments.get(f.name, ""), cls))
     return found
 
 
-def section(cls: type, prefix: str, title: str, path: str) -> list[str]:
+def declared_in(classes: list[tuple[str, type]]) -> list[str]:
+    """Where each class is declared, a line each: its file, linked, and its name."""
+    lines = []
+    for _, cls in classes:
+        path = Path(inspect.getsourcefile(cls) or "").resolve().relative_to(ROOT).as_posix()
+        lines.append(f"- `{cls.__name__}`: [`{path}`](../{path})")
+    return lines
+
+
+def section(classes: list[tuple[str, type]], prefix: str, title: str) -> list[str]:
     """A table of the settings (each linked to its entry), then an entry per setting."""
-    found = settings(cls, prefix)
-    classes = ", ".join(f"`{name}`" for name in dict.fromkeys(c for *_, c in found))
-    lines = ["", f"## {title}: `{prefix}.*`", ""]
-    lines += [f"Declared in [`{path}`](../{path}):", classes + "."]
+    found = settings(classes, prefix)
+    lines = ["", f"## {title}: `{prefix}.*`", "", "Declared in:", "", *declared_in(classes)]
     lines += ["", "| setting | type | default |", "|---|---|---|"]
     for key, f, _, _ in found:
         link = key.replace(".", "").lower()
@@ -93,8 +102,8 @@ def section(cls: type, prefix: str, title: str, path: str) -> list[str]:
 
 def reference() -> str:
     lines = [HEAD.rstrip("\n")]
-    for key, prefix, title, path in SECTIONS:
-        lines += section(SETTINGS[key], prefix, title, path)
+    for key, prefix, title in SECTIONS:
+        lines += section(SETTINGS[key], prefix, title)
     return "\n".join(lines) + "\n"
 
 

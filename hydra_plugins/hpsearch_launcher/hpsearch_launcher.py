@@ -1,8 +1,8 @@
 """The hpsearch launcher's Hydra plugin: the config registration and a thin Launcher.
 
 Hydra's plugin scan imports this module in every Hydra process, so it stays light: the settings
-are declared in `hpsearch_launcher.config`, the work is in `hpsearch_launcher.launch`, imported
-in launch().
+are declared in `hpsearch_launcher.config` (Hydra's classes made in `launcher_conf`), the work is
+in `hpsearch_launcher.launch`, imported in launch().
 """
 
 from collections.abc import Sequence
@@ -14,18 +14,15 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hpsearch_launcher import compose_errors
-from hpsearch_launcher.config import HpsearchLauncherConf, HpsearchSlurmLauncherConf
 from hpsearch_launcher.hydra_line import store
+from hpsearch_launcher.launcher_conf import LAUNCHER_CONFS
 
 # A mistyped hpsearch setting, in any app: one line naming the nearest, not Hydra's six.
 compose_errors.install()
-store(group="hydra/launcher", name="hpsearch", node=HpsearchLauncherConf, provider="hpsearch")
-store(
-    group="hydra/launcher",
-    name="hpsearch_slurm",
-    node=HpsearchSlurmLauncherConf,
-    provider="hpsearch",
-)
+# hydra/launcher=hpsearch, and a backend's own option where its section asks for one
+# (hpsearch_slurm: hydra-submitit-launcher's keys in hydra.launcher itself).
+for _name, _conf in LAUNCHER_CONFS.items():
+    store(group="hydra/launcher", name=_name, node=_conf, provider="hpsearch")
 
 
 class HpsearchLauncher(Launcher):

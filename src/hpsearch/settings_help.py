@@ -1,6 +1,7 @@
 """`hpsearch --help`'s lists of the launcher's and the search's settings, generated from their
-one declaration (hpsearch_launcher/config.py, hpsearch_launcher/search/config.py): each
-field's name, its default and the first sentence of the comment above it. A setting added
+one declaration (hpsearch_launcher/config.py with each backend's section's class, as the backend
+table lists them; hpsearch_launcher/search/config.py): each field's name, its default and the
+first sentence of the comment above it. A setting added
 there is in the help at once; the help never names one that is gone.
 
 The help template (conf/hydra/help/hpsearch.yaml) asks for them through an OmegaConf resolver,
@@ -17,12 +18,16 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from hpsearch_launcher.api import SWEEPER_DEFAULTS, LauncherSettings, SearchSettings
+from hpsearch_launcher.api import SWEEPER_DEFAULTS, SearchSettings, declared_settings, user_fields
 
 RESOLVER = "hpsearch_settings"
 NAME_WIDTH = 24  # the name column, as the help's other lists have it
 LINE_WIDTH = 100
-SETTINGS: dict[str, type] = {"launcher": LauncherSettings, "sweeper": SearchSettings}
+# Each part's settings classes, with their keys' prefix ("ray." for hydra.launcher.ray.*).
+SETTINGS: dict[str, list[tuple[str, type]]] = {
+    "launcher": declared_settings(),
+    "sweeper": [("", SearchSettings)],
+}
 # A config-group setting (the sweeper's `sampler`) is MISSING in its class: its default is the
 # option Hydra's defaults list picks.
 GROUP_DEFAULTS: dict[str, str] = {k: v for entry in SWEEPER_DEFAULTS for k, v in entry.items()}
@@ -82,16 +87,11 @@ def _first_sentence(comment: str) -> str:
 
 
 def settings_lines(cls: type, prefix: str = "") -> list[str]:
-    """One entry per setting: `name (default) meaning`, wrapped under the meaning's column;
-    a nested settings class (`ray`) as its own keys, `ray.address` ..."""
+    """One entry per setting: `name (default) meaning`, wrapped under the meaning's column."""
     comments = field_comments(cls)
     lines: list[str] = []
     indent = " " * (2 + NAME_WIDTH + 1)
-    for f in dataclasses.fields(cls):
-        nested = field_value(f)
-        if dataclasses.is_dataclass(nested):
-            lines += settings_lines(type(nested), f"{prefix}{f.name}.")
-            continue
+    for f in user_fields(cls):
         text = f"(default {default_text(f)}) {_first_sentence(comments.get(f.name, ''))}".strip()
         wrapped = textwrap.wrap(text, LINE_WIDTH - len(indent)) or [""]
         lines.append(f"  {prefix + f.name:<{NAME_WIDTH}} {wrapped[0]}")
@@ -103,4 +103,5 @@ def settings_help(which: str) -> str:
     """The resolver: `launcher` or `sweeper`'s lines, `$` doubled for Hydra's string.Template."""
     if which not in SETTINGS:
         raise ValueError(f"{RESOLVER}:{which}: unknown; use one of {', '.join(SETTINGS)}")
-    return "\n".join(settings_lines(SETTINGS[which])).replace("$", "$$")
+    lines = [line for prefix, cls in SETTINGS[which] for line in settings_lines(cls, prefix)]
+    return "\n".join(lines).replace("$", "$$")

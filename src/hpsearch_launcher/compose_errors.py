@@ -26,8 +26,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from .config import HpsearchLauncherConf
 from .hydra_line import COMPOSE_METHOD
+from .launcher_conf import HpsearchLauncherConf
 from .one_line import refuse
 from .search.config import HpsearchSweeperConf
 from .setting_checks import refusal

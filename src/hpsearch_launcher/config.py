@@ -1,9 +1,10 @@
 """The launcher's settings, declared once: every setting's name, type, default and meaning.
 
 `LauncherSettings` is what the sweep reads (frozen, made by `plan.settings.parse_settings`, which
-checks what a type cannot say). `HpsearchLauncherConf`, what Hydra registers as
-`hydra/launcher=hpsearch`, is derived from it field by field, so OmegaConf rejects a value of
-the wrong type on the command line and a setting exists in one place only.
+checks what a type cannot say). What Hydra registers as `hydra/launcher=hpsearch` is derived
+from it field by field (`hydra_config_class`, in launcher_conf.py, with each backend's section
+from the backend table), so OmegaConf rejects a value of the wrong type on the command line
+and a setting exists in one place only.
 
 No `from __future__ import annotations`: OmegaConf reads these annotations as types.
 """
@@ -13,75 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 TARGET = "hydra_plugins.hpsearch_launcher.hpsearch_launcher.HpsearchLauncher"
+# A field's metadata key: the sweep fills it itself, a user sets no such key.
+INTERNAL = "internal"
 # Headroom left on each GPU for the CUDA context and the allocator's fragmentation.
 DEFAULT_MEMORY_SHARE = 0.9
-
-
-@dataclass(frozen=True)
-class RaySettings:
-    # "" starts a Ray on this machine for the sweep (stopped after); "auto" joins the cluster
-    # this machine is part of (`ray start`); "ray://host:10001" connects a Ray client.
-    address: str = ""
-    # CPUs each job holds on its node (a number > 0); also its thread count.
-    num_cpus: float = 1.0
-    # Keyword arguments for ray.init when the sweep starts its own Ray (address ""): e.g.
-    # {num_gpus: 2, num_cpus: 8}. A running cluster's resources are its own to set.
-    init: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SlurmSettings:
-    # hydra-submitit-launcher's SlurmQueueConf keys, with its meaning (hydra/launcher=
-    # hpsearch_slurm takes them as it does, in hydra.launcher itself). Where submitit writes
-    # each job's sbatch file, pickles and SLURM logs ("": <sweep dir>/.submitit/%j).
-    submitit_folder: str = ""
-    # Each job's SLURM time limit in minutes (sbatch --time); past it SLURM ends it: TIMEOUT.
-    timeout_min: int = 60
-    # CPUs each job holds (sbatch --cpus-per-task); null: SLURM's default (1). Its thread count.
-    cpus_per_task: Optional[int] = None  # noqa: UP045
-    # GPUs each job holds (sbatch --gpus-per-node); SLURM picks them and sets
-    # CUDA_VISIBLE_DEVICES. null: none, unless gpus_per_task or gres asks.
-    gpus_per_node: Optional[int] = None  # noqa: UP045
-    # GPUs of the job's one task (sbatch --gpus-per-task); null: see gpus_per_node.
-    gpus_per_task: Optional[int] = None  # noqa: UP045
-    # Tasks per node: must be 1 (each job is one fresh process).
-    tasks_per_node: int = 1
-    # Memory each job holds in GB (sbatch --mem); null: the cluster's DefMemPerCPU.
-    mem_gb: Optional[int] = None  # noqa: UP045
-    # Nodes per job: must be 1 (each job is one fresh process).
-    nodes: int = 1
-    # The SLURM job name ("": hpsearch).
-    name: str = ""
-    # Must be false: each job keeps its stderr.log (its last error line is the row's reason).
-    stderr_to_stdout: bool = False
-    # Must be true: the sweep waits for every job (a newer hydra-submitit-launcher's key).
-    wait_for_completion: bool = True
-    # sbatch's --partition, --qos, --comment, --constraint, --exclude, --gres (e.g.
-    # gpu:1), --cpus-per-gpu, --mem-per-gpu, --mem-per-cpu and --account; null: not given.
-    partition: Optional[str] = None  # noqa: UP045
-    qos: Optional[str] = None  # noqa: UP045
-    comment: Optional[str] = None  # noqa: UP045
-    constraint: Optional[str] = None  # noqa: UP045
-    exclude: Optional[str] = None  # noqa: UP045
-    gres: Optional[str] = None  # noqa: UP045
-    cpus_per_gpu: Optional[int] = None  # noqa: UP045
-    mem_per_gpu: Optional[str] = None  # noqa: UP045
-    mem_per_cpu: Optional[str] = None  # noqa: UP045
-    account: Optional[str] = None  # noqa: UP045
-    # Seconds before the time limit that SLURM signals the job (USR2, submitit's --signal).
-    signal_delay_s: int = 120
-    # A job that SLURM ends at its time limit or preempts (or that `scontrol requeue` sends
-    # back) runs again as a new attempt up to this many times (counted in `attempts`).
-    max_num_timeout: int = 0
-    # More sbatch options by name, e.g. {mail-type: END}.
-    additional_parameters: dict[str, Any] = field(default_factory=dict)
-    # The most SLURM jobs of the sweep queued or running at once: jobs are submitted one by
-    # one as earlier ones end (never as an array: no MaxArraySize limit).
-    array_parallelism: int = 256
-    # Shell lines run in the sbatch script before the job (e.g. [module load cuda]).
-    setup: Optional[list[str]] = None  # noqa: UP045
-    # Extra arguments of the srun that starts the job's process.
-    srun_args: Optional[list[str]] = None  # noqa: UP045
 
 
 @dataclass(frozen=True)
@@ -150,8 +86,13 @@ class LauncherSettings:
     # process each, on a Ray cluster: pip install "hpsearch[ray]"; see `ray` below) or "slurm"
     # (one SLURM job each, through submitit: pip install "hpsearch[slurm]"; see `slurm`).
     backend: str = "local"
-    ray: RaySettings = field(default_factory=RaySettings)
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    # Each backend's own settings by its section's name (hydra.launcher.ray.*, ...): declared
+    # and parsed where the backend table (plan/backends.py) says, read with section().
+    sections: dict[str, Any] = field(default_factory=dict, metadata={INTERNAL: True})
+
+    def section(self, name: str) -> Any:
+        """A backend's own settings (its section's dataclass), as parsed."""
+        return self.sections[name]
 
     @property
     def warm(self) -> bool:
@@ -171,57 +112,45 @@ class LauncherSettings:
         return round(DEFAULT_MEMORY_SHARE / (1 if self.packed else self.jobs_per_gpu), 4)
 
 
+def user_fields(settings: type) -> list[dataclasses.Field[Any]]:
+    """The settings a user sets in `settings` (a dataclass): its fields but those the sweep
+    fills itself (LauncherSettings.sections, from the backend table's sections)."""
+    return [f for f in dataclasses.fields(settings) if not f.metadata.get(INTERNAL)]
+
+
 def hydra_config_class(
     settings: type,
     name: str,
+    module: str,
     target: str | None = None,
-    nested: dict[type, type] | None = None,
+    sections: dict[str, type] | None = None,
     defaults: list[Any] | None = None,
-    beside: type | None = None,
+    flat: type | None = None,
     values: dict[str, Any] | None = None,
 ) -> type:
     """A plain (mutable) dataclass with `settings`' fields, types and defaults, `_target_`
-    first: what Hydra's ConfigStore and OmegaConf need. `nested` maps a settings class used as
-    a field's type to its config class. With `defaults` (Hydra's defaults list for the node,
-    its groups' nodes carrying `_target_`s of their own), instantiating the node leaves those
-    nodes as configs (`_recursive_: false`): the plugin checks and makes them itself. `beside`:
-    a section's settings class whose fields come after, at the same level, instead of the
-    section; `values`: defaults that differ from the declared ones."""
+    first: what Hydra's ConfigStore and OmegaConf need, named `name` in `module` (where the
+    caller binds it: Hydra's state, this class in it, is pickled for each job). `sections` (a
+    section's name -> its config class) come after, one field each. With `defaults` (Hydra's
+    defaults list for the node, its groups' nodes carrying `_target_`s of their own),
+    instantiating the node leaves those nodes as configs (`_recursive_: false`): the plugin
+    checks and makes them itself. `flat`: a section's settings class whose fields come after at
+    the same level, instead of the section; `values`: defaults that differ from the declared
+    ones."""
     fields: list[tuple[str, Any, Any]] = []
     if target is not None:
         fields.append(("_target_", str, field(default=target)))
     if defaults is not None:
         fields.append(("_recursive_", bool, field(default=False)))
-    if defaults is not None:
         fields.append(("defaults", list[Any], field(default_factory=lambda: list(defaults))))
-    own = [f for f in dataclasses.fields(settings) if beside is None or f.type is not beside]
-    for f in (*own, *(dataclasses.fields(beside) if beside else ())):
-        declared: Any = f.type
-        kind = (nested or {}).get(declared, declared)
+    for f in (*user_fields(settings), *(dataclasses.fields(flat) if flat else ())):
         if f.name in (values or {}):
-            fields.append((f.name, kind, field(default=(values or {})[f.name])))
+            fields.append((f.name, f.type, field(default=(values or {})[f.name])))
         elif f.default_factory is not dataclasses.MISSING:
-            factory = kind if kind is not declared else f.default_factory
-            fields.append((f.name, kind, field(default_factory=factory)))
+            fields.append((f.name, f.type, field(default_factory=f.default_factory)))
         else:
-            fields.append((f.name, kind, field(default=f.default)))
+            fields.append((f.name, f.type, field(default=f.default)))
+    fields += [(n, conf, field(default_factory=conf)) for n, conf in (sections or {}).items()]
     cls = dataclasses.make_dataclass(name, fields)
-    # Importable by name: Hydra's state, this class in it, is pickled for each job.
-    cls.__module__, cls.__qualname__ = __name__, name
+    cls.__module__, cls.__qualname__ = module, name
     return cls
-
-
-RayConf = hydra_config_class(RaySettings, "RayConf")
-SlurmConf = hydra_config_class(SlurmSettings, "SlurmConf")
-_NESTED = {RaySettings: RayConf, SlurmSettings: SlurmConf}
-HpsearchLauncherConf = hydra_config_class(LauncherSettings, "HpsearchLauncherConf", TARGET, _NESTED)
-# hydra/launcher=hpsearch_slurm: the SLURM backend with hydra-submitit-launcher's keys where its
-# submitit_slurm has them (hydra.launcher.partition, ...): a user's config moves by its name.
-HpsearchSlurmLauncherConf = hydra_config_class(
-    LauncherSettings,
-    "HpsearchSlurmLauncherConf",
-    TARGET,
-    _NESTED,
-    beside=SlurmSettings,
-    values={"backend": "slurm", "submitit_folder": "${hydra.sweep.dir}/.submitit/%j"},
-)

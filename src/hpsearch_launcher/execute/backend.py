@@ -131,6 +131,9 @@ class Execution:
     warm: bool = False  # whether the backend makes processes ahead (`Backend.prepare`)
     packs: bool = False  # jobs_per_gpu=auto with memory figures: GPUs take jobs by memory
     unit: str = "GPU"  # what a slot group is, for the sweep's first line ("": one job's place)
+    # Times a job the cluster ended at its time limit or preempted runs again (SLURM's
+    # max_num_timeout); 0 where no scheduler does that.
+    requeues: int = 0
     _envs: dict[tuple[str, int | None], dict[str, str]] = field(default_factory=dict, repr=False)
 
     def job_env(self, group: str, whole: bool = False, cap_mb: int | None = None) -> dict[str, str]:

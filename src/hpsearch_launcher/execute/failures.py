@@ -60,15 +60,15 @@ def retry_kind(
     oom_attempts: int,
     settings: LauncherSettings,
     lost_attempts: int = 0,
-    requeues: int = 0,
+    requeues: tuple[int, int] = (0, 0),
 ) -> Retry | None:
     """How the job runs again, or None: give up.
 
     `attempts` counts every run of the job so far; `oom_attempts` those that ran out of memory,
     `lost_attempts` those whose node left the cluster: not the job's failure, so retried up to
     MAX_LOST_RETRIES times (Ray's own default for system failures) on top of max_retries;
-    `requeues` those the cluster's scheduler ended at its time limit or preempted: retried up
-    to SLURM's max_num_timeout, as hydra-submitit-launcher requeues them. Interrupted jobs are
+    `requeues`: (those the cluster's scheduler ended at its time limit or preempted, the most
+    it may: SLURM's max_num_timeout, as hydra-submitit-launcher requeues them). Interrupted jobs are
     never retried here: a resumed sweep runs them again.
     """
     if outcome.ending in (Ending.RETURNED, Ending.INTERRUPTED, Ending.PRUNED):
@@ -76,9 +76,9 @@ def retry_kind(
     if outcome.ending is Ending.LOST:
         return Retry.AGAIN if lost_attempts <= MAX_LOST_RETRIES else None
     if outcome.ending in REQUEUED:
-        return Retry.AGAIN if requeues <= settings.slurm.max_num_timeout else None
+        return Retry.AGAIN if requeues[0] <= requeues[1] else None
     if oom:
         return Retry.ALONE if oom_attempts <= settings.max_oom_retries else None
-    if attempts - oom_attempts - lost_attempts - requeues <= settings.max_retries:
+    if attempts - oom_attempts - lost_attempts - requeues[0] <= settings.max_retries:
         return Retry.AGAIN
     return None

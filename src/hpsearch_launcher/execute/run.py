@@ -124,9 +124,10 @@ class Run:
             self.cap_mb,
         )
 
-    def failed(self, outcome: Outcome, settings: LauncherSettings) -> Retry | None:
+    def failed(self, outcome: Outcome, settings: LauncherSettings, requeues: int) -> Retry | None:
         """Count a failed attempt (out of memory? its node lost?); how it runs again, if the
-        policy allows (then why it failed is kept for its row)."""
+        policy allows (then why it failed is kept for its row). `requeues`: the most times the
+        cluster may end it at its time limit or preempt it (Execution.requeues)."""
         tail = self.handle.log_tail() if self.handle is not None else ""
         oom = is_out_of_memory(outcome, tail)
         if oom and self.alone:  # more memory than this cannot be given: no retry
@@ -144,7 +145,7 @@ class Run:
             self.oom_attempts,
             settings,
             self.lost_attempts,
-            self.requeues,
+            (self.requeues, requeues),
         )
         if kind is not None:
             prefix = "out of memory: " if oom else ""

@@ -224,7 +224,7 @@ class Sweep:
 
     def _retry(self, run: Run, outcome: Outcome) -> bool:
         """Queue a failed job again if the policy allows: alone after running out of memory."""
-        kind = run.failed(outcome, self.settings)
+        kind = run.failed(outcome, self.settings, self.execution.requeues)
         if kind is None:
             return False
         if run.whole:

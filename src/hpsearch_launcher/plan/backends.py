@@ -1,7 +1,10 @@
-"""The backends, one entry each: where its opener is, when it opens, its own settings, what it
-needs installed, whether it assigns GPUs itself. A new backend is one folder under execute/, one
-entry here and, if it has any, its settings' parser (as plan/ray_settings.py is Ray's); a backend
-kept outside the package (a plugin's, a test's) adds its entry with `register`.
+"""The backends, one entry each: where its opener is, when it opens, its own settings (their
+dataclass and parser), what it needs installed, whether it assigns GPUs itself. A new backend is
+one folder under execute/, one entry here and, if it has any, its settings' module (as
+plan/ray_settings.py is Ray's); a backend kept outside the package (a plugin's, a test's) adds
+its entry with `register`. The launcher's own settings (config.py), their checks
+(plan/settings.py) and Hydra's config classes (launcher_conf.py) name no backend: they read
+the sections here.
 
 Light: an opener is named by its dotted path and imported only when the sweep opens it (plan
 must not import execute, and the local backend must not pay for Ray's imports)."""
@@ -15,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LauncherSettings
-from .ray_settings import parse_ray
-from .slurm_settings import FLAT_KEYS, parse_slurm
+from .ray_settings import RaySettings, parse_ray
+from .slurm_settings import SlurmSettings, parse_slurm
 
 # Every backend's opener: (settings, the pickled task, the sweep dir) -> its execute.backend
 # Execution (Any here: plan does not import execute).
@@ -28,11 +31,24 @@ class Section:
     """A backend's nested settings, hydra.launcher.<name>.*: checked whichever backend runs."""
 
     name: str
+    # Its dataclass: each key's name, type, default and meaning, in comments above it (read
+    # by `hpsearch --help` and docs/settings.md); no `from __future__ import annotations` in
+    # its module (OmegaConf reads the annotations as types).
+    settings: type
     parse: Callable[[Mapping[str, Any]], Any]  # its values (defaults overlaid) -> its settings
     example: str  # one of its keys, set, for a refusal's fix ("ray.address=auto")
-    # Its keys also taken in hydra.launcher itself, where a migrated config has them (SLURM's,
-    # as hydra-submitit-launcher's submitit_slurm holds them).
-    flat: frozenset[str] = frozenset()
+    # Not None: a hydra/launcher option of its own, hpsearch_<name>, whose keys are also taken
+    # in hydra.launcher itself, where a migrated config has them (SLURM's, as
+    # hydra-submitit-launcher's submitit_slurm holds them), with these defaults over the
+    # declared ones (the launcher's or the section's).
+    flat: Mapping[str, Any] | None = None
+
+    @property
+    def flat_keys(self) -> frozenset[str]:
+        """Its keys taken in hydra.launcher itself (none unless `flat`)."""
+        if self.flat is None:
+            return frozenset()
+        return frozenset(f.name for f in fields(self.settings))
 
 
 @dataclass(frozen=True)
@@ -65,7 +81,7 @@ BACKENDS: dict[str, BackendEntry] = {
             f"{_EXECUTE}.ray.driver.ray_execution",
             opens_first=False,
             title="Ray",
-            section=Section("ray", parse_ray, "ray.address=auto"),
+            section=Section("ray", RaySettings, parse_ray, "ray.address=auto"),
             package="ray",
             install='pip install "hpsearch[ray]"',
             assigns_gpus=True,
@@ -75,7 +91,13 @@ BACKENDS: dict[str, BackendEntry] = {
             f"{_EXECUTE}.slurm.driver.slurm_execution",
             opens_first=False,
             title="SLURM",
-            section=Section("slurm", parse_slurm, "slurm.partition=gpu", FLAT_KEYS),
+            section=Section(
+                "slurm",
+                SlurmSettings,
+                parse_slurm,
+                "slurm.partition=gpu",
+                flat={"backend": "slurm", "submitit_folder": "${hydra.sweep.dir}/.submitit/%j"},
+            ),
             package="submitit",
             install='pip install "hpsearch[slurm]"',
             assigns_gpus=True,
@@ -85,13 +107,19 @@ BACKENDS: dict[str, BackendEntry] = {
 SECTIONS = {e.section.name: e.section for e in BACKENDS.values() if e.section is not None}
 
 
+def declared_settings() -> list[tuple[str, type]]:
+    """Where hydra.launcher's settings are declared, in order, each with its keys' prefix:
+    ("", LauncherSettings), then each backend's section's ("ray.", RaySettings), ..."""
+    return [("", LauncherSettings), *((f"{n}.", s.settings) for n, s in SECTIONS.items())]
+
+
 def fold_flat(given: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
     """hydra.launcher as given, each section's keys given in hydra.launcher itself that are no
     launcher setting (`known`) moved into the section (hydra/launcher=hpsearch_slurm's, where
     submitit_slurm has them); those given in the section too win."""
     folded = dict(given)
     for name, section in SECTIONS.items():
-        flat = {k: folded.pop(k) for k in list(folded) if k in section.flat and k not in known}
+        flat = {k: folded.pop(k) for k in list(folded) if k in section.flat_keys and k not in known}
         if flat:
             inner = folded.get(name)
             folded[name] = flat | dict(inner if isinstance(inner, Mapping) else {})
@@ -100,13 +128,18 @@ def fold_flat(given: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, A
 
 def register(entry: BackendEntry) -> None:
     """Add a backend to the table (one kept outside this package: a plugin's, a test's), by a
-    name not taken; its section, if any, must be a setting LauncherSettings declares."""
+    name not taken; its section, if any, by a name that is no launcher setting nor another
+    section. A section is in Hydra's config (hydra.launcher.<name>.* on the command line)
+    when it is registered before hpsearch's plugin is imported (at the import of the app's
+    module, before @hydra.main runs); parse_settings reads it either way."""
     if entry.name in BACKENDS:
         raise ValueError(f"backend {entry.name!r} is in the table already")
     if entry.section is not None:
-        if entry.section.name not in {f.name for f in fields(LauncherSettings)}:
+        taken = {f.name for f in fields(LauncherSettings)} | set(SECTIONS)
+        if entry.section.name in taken:
             raise ValueError(
-                f"backend {entry.name!r}: LauncherSettings has no {entry.section.name!r} setting"
+                f"backend {entry.name!r}: its section {entry.section.name!r} is a launcher "
+                "setting or another backend's section already"
             )
         SECTIONS[entry.section.name] = entry.section
     BACKENDS[entry.name] = entry

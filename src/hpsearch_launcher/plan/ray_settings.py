@@ -1,15 +1,30 @@
 """hydra.launcher.ray: the Ray backend's own settings, checked before any job starts. Pure:
-no Ray. plan/backends.py names this parser for the backend's nested section."""
+no Ray. plan/backends.py names this dataclass and parser for the backend's nested section.
 
-from __future__ import annotations
+No `from __future__ import annotations`: OmegaConf reads RaySettings' annotations as types
+(launcher_conf.py derives Hydra's config class from it)."""
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import RaySettings
+from ..config import LauncherSettings
 from ..finite import is_number
 from .refusal import fail
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    # "" starts a Ray on this machine for the sweep (stopped after); "auto" joins the cluster
+    # this machine is part of (`ray start`); "ray://host:10001" connects a Ray client.
+    address: str = ""
+    # CPUs each job holds on its node (a number > 0); also its thread count.
+    num_cpus: float = 1.0
+    # Keyword arguments for ray.init when the sweep starts its own Ray (address ""): e.g.
+    # {num_gpus: 2, num_cpus: 8}. A running cluster's resources are its own to set.
+    init: dict[str, Any] = field(default_factory=dict)
+
 
 _RAY_ADDRESS = re.compile(r"^(auto|ray://\S+|[\w.-]+:\d+)$")
 
@@ -44,3 +59,9 @@ def parse_ray(params: Mapping[str, Any]) -> RaySettings:
             "ray.address=''",
         )
     return RaySettings(address=address, num_cpus=float(num_cpus), init=dict(init))
+
+
+def ray_of(settings: LauncherSettings) -> RaySettings:
+    """The sweep's Ray settings (hydra.launcher.ray), as parsed."""
+    ray: RaySettings = settings.section("ray")
+    return ray

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings
+from ..config import DEFAULT_MEMORY_SHARE, LauncherSettings, user_fields
 from ..contract import OWNED_VARIABLES, RESERVED_PREFIX
 from ..finite import is_number
 from .backends import BACKENDS, SECTIONS, Section, fold_flat
@@ -54,8 +54,11 @@ def parse_gpus(value: Any) -> tuple[str, ...] | None:
 
 
 def defaults() -> dict[str, Any]:
-    """The launcher's defaults, as `LauncherSettings` declares them (the one source)."""
-    return dataclasses.asdict(LauncherSettings())
+    """The launcher's defaults, as `LauncherSettings` declares them (the one source), each
+    backend's section's as its dataclass does."""
+    declared = dataclasses.asdict(LauncherSettings())
+    own = {f.name: declared[f.name] for f in user_fields(LauncherSettings)}
+    return own | {name: dataclasses.asdict(s.settings()) for name, s in SECTIONS.items()}
 
 
 def check_setting_key(path: str) -> None:
@@ -105,7 +108,7 @@ def parse_settings(given: Mapping[str, Any]) -> LauncherSettings:
         keep_daemons=flag("keep_daemons", params["keep_daemons"]),
         **parse_prune(params),
         backend=parse_backend(params["backend"], params["gpus"]),
-        **{name: parse_section(section, params[name]) for name, section in SECTIONS.items()},
+        sections={name: parse_section(section, params[name]) for name, section in SECTIONS.items()},
     )
 
 

@@ -64,6 +64,5 @@ class SearchSettings:
 # Hydra's defaults list: the sampler is a config group, as in Hydra's Optuna sweeper.
 SWEEPER_DEFAULTS = [{"sampler": DEFAULT_SAMPLER}]
 HpsearchSweeperConf = hydra_config_class(
-    SearchSettings, "HpsearchSweeperConf", TARGET, defaults=SWEEPER_DEFAULTS
+    SearchSettings, "HpsearchSweeperConf", __name__, TARGET, defaults=SWEEPER_DEFAULTS
 )
-HpsearchSweeperConf.__module__ = __name__  # importable by name here: Hydra's state is pickled

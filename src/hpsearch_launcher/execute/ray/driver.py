@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ...plan.ray_settings import ray_of
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ..backend import Ahead, Execution, JobHandle, JobSpec
@@ -53,7 +54,7 @@ class RayBackend:
         self.task_ref = ray.put(task_payload)  # shipped once, to each node that needs it
         self.remote = ray.remote(max_calls=1, max_retries=0)(run_on_node)
         self.on_gpus = on_gpus
-        self.num_cpus = settings.ray.num_cpus
+        self.num_cpus = ray_of(settings).num_cpus
         self.jobs = RemoteJobs(mark)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> RayHandle:
@@ -115,14 +116,14 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
     cpus = resources.get("CPU", 0)
     if on_gpus:
         what = f"{len(devices)} GPU{'s' * (len(devices) > 1)}"
-        if cpus // settings.ray.num_cpus < len(devices) * slots:
+        if cpus // ray_of(settings).num_cpus < len(devices) * slots:
             log.warning(
                 "hpsearch: the cluster's %g CPUs run at most %d jobs of ray.num_cpus=%g at once, "
                 "fewer than its GPUs' %d slots: the others wait in Ray's queue; lower "
                 "hydra.launcher.ray.num_cpus to run them",
                 cpus,
-                cpus // settings.ray.num_cpus,
-                settings.ray.num_cpus,
+                cpus // ray_of(settings).num_cpus,
+                ray_of(settings).num_cpus,
                 len(devices) * slots,
             )
     else:
@@ -135,7 +136,7 @@ def ray_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) -> E
         f"Ray ({nodes} node{'s' * (nodes > 1)}, {what})",
         settings,
         {},
-        max(1, round(settings.ray.num_cpus)) * slots,
+        max(1, round(ray_of(settings).num_cpus)) * slots,
         on_gpus=on_gpus,
     )
 
@@ -161,11 +162,11 @@ def cluster_slots(
     if on_gpus:
         gpus = max(1, int(resources.get("GPU", 0)))
         return tuple(f"{RAY_DEVICE}{i}" for i in range(gpus)), settings.jobs_per_gpu
-    return (CPU,), max(1, int(resources.get("CPU", 0) // settings.ray.num_cpus))
+    return (CPU,), max(1, int(resources.get("CPU", 0) // ray_of(settings).num_cpus))
 
 
 def connect(settings: LauncherSettings) -> None:
-    """ray.init as settings.ray says, unless this process is connected already (an earlier
+    """ray.init as hydra.launcher.ray says, unless this process is connected already (an earlier
     batch of the same sweep: Optuna launches one at a time).
 
     Ray stays up until this process exits (ray.init's own exit handler stops a Ray it
@@ -176,7 +177,7 @@ def connect(settings: LauncherSettings) -> None:
     if ray.is_initialized():
         return
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
-    address = settings.ray.address
+    address = ray_of(settings).address
     try:
         if address:
             ray.init(address=address, **quiet)
@@ -185,7 +186,7 @@ def connect(settings: LauncherSettings) -> None:
             # the job gets a sliver of the CPU (4 TensorFlow jobs took 5x as long as alone).
             # A Ray of the sweep's own runs them at the sweep's priority, as the local backend
             # does; ray.init._system_config, if given, has the last word.
-            init = dict(settings.ray.init)
+            init = dict(ray_of(settings).init)
             system = {"worker_niceness": os.nice(0), **init.pop("_system_config", {})}
             ray.init(
                 address="local", include_dashboard=False, _system_config=system, **quiet, **init
@@ -200,6 +201,6 @@ def connect(settings: LauncherSettings) -> None:
                 "empty for a Ray of the sweep's own"
             ) from err
         raise LauncherSettingsError(
-            f"hydra.launcher.ray.init={dict(settings.ray.init)}: Ray did not start "
+            f"hydra.launcher.ray.init={dict(ray_of(settings).init)}: Ray did not start "
             f"({type(err).__name__}: {first_line(err)})"
         ) from err

@@ -20,7 +20,7 @@ from pathlib import Path
 from ...outcome import Ending
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
-from ...plan.slurm_settings import asks_gpus
+from ...plan.slurm_settings import asks_gpus, slurm_of
 from ..backend import Ahead, Execution, JobHandle, JobSpec
 from ..job.remote import write_mark
 from ..remote_handle import RemoteJobs
@@ -42,9 +42,9 @@ class SlurmBackend:
     """Each job `run_in_slurm(...)` in a SLURM job of its own, submitted by `start`."""
 
     def __init__(self, settings: LauncherSettings, task: bytes, sweep_dir: Path) -> None:
-        folder = settings.slurm.submitit_folder or str(sweep_dir / ".submitit" / "%j")
-        self.submitter = Submitter(settings.slurm, Path(folder))
-        self.on_gpus = asks_gpus(settings.slurm)
+        folder = slurm_of(settings).submitit_folder or str(sweep_dir / ".submitit" / "%j")
+        self.submitter = Submitter(slurm_of(settings), Path(folder))
+        self.on_gpus = asks_gpus(slurm_of(settings))
         self.jobs = RemoteJobs(write_mark(sweep_dir))
         self.task_file = Path(self.jobs.mark[0]).with_name(TASK_FILE)
         self.task_file.write_bytes(task)  # before any job is submitted: read whole
@@ -128,7 +128,7 @@ def slurm_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) ->
             f"{out.strip() or code}); run the sweep on a machine that can submit jobs "
             "(sbatch), or use hydra.launcher.backend=local"
         )
-    slurm = settings.slurm
+    slurm = slurm_of(settings)
     backend = SlurmBackend(settings, task, sweep_dir)
     partition = slurm.partition or "the default partition"
     return SlurmExecution(
@@ -140,6 +140,7 @@ def slurm_execution(settings: LauncherSettings, task: bytes, sweep_dir: Path) ->
         {},
         slurm.cpus_per_task or 1,
         unit="",
+        requeues=slurm.max_num_timeout,
         on_gpus=backend.on_gpus,
     )
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...config import SlurmSettings
+from ...plan.slurm_settings import SlurmSettings
 
 # hydra-submitit-launcher's key -> submitit SlurmExecutor's (as its AutoExecutor renames them).
 _RENAMED = {
