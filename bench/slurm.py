@@ -1,0 +1,155 @@
+"""Beyond one machine, side by side: an Optuna search on a real SLURM, hpsearch's SLURM backend
+against the pair Hydra's users reach for today (hydra-submitit-launcher + hydra-optuna-sweeper).
+
+    .ci/slurm-up.sh && python bench/slurm.py                 # both, 2 repeats, interleaved
+    python bench/slurm.py --contenders "hpsearch" --repeats 1
+
+The workload: bench/apps/curve.py's trial (a noisy learning curve, epochs of simulated training
+whose time depends on the batch size, 1 in 8 a straggler 3x slower), 32 TPE trials (seeded) over
+lr in tag(log, interval(1e-5, 1e-1)) x batch in choice(32, 64, 128, 256), each one SLURM job,
+at most 8 at once. Each contender's command is what its user writes; both run on the cluster
+.ci/slurm-up.sh starts (one node). Per run: the command's wall time (start to exit), the best
+value its search reports (optimization_results.yaml), and the SLURM jobs it submitted.
+
+Contenders:
+  hpsearch             hydra/launcher=hpsearch_slurm hydra/sweeper=hpsearch (trials asked as
+                       slots free), hydra.launcher.array_parallelism=8
+  hpsearch hyperband   the same with hydra.sweeper.pruner=hyperband (hpsearch's defaults)
+  submitit optuna      hydra/launcher=submitit_slurm hydra/sweeper=optuna, n_jobs=8 trials a
+                       batch, array_parallelism=8; no pruning (Hydra's sweeper has none). In
+                       its own venv, .venv-bench-submitit (Hydra's Optuna sweeper pins
+                       optuna < 3 on the 1.3 line; hydra-submitit-launcher from the registry),
+                       made on first use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+APP = REPO / "bench" / "apps" / "curve.py"
+VENV = REPO / ".venv-bench-submitit"
+TRIALS, AT_ONCE = 32, 8
+SPACE = ["lr=tag(log,interval(1e-5,1e-1))", "batch=choice(32,64,128,256)"]
+WORKLOAD = ["epochs=8", "epoch_s=1.0", "--config-name=slurm_curve"]
+
+
+def submitit_python() -> str:
+    """Hydra's Optuna sweeper's venv (tests/hydra_optuna_venv.py) with hydra-submitit-launcher
+    installed too; its python."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from hydra_optuna_venv import make_venv
+
+    python = make_venv(VENV)
+    probe = [str(python), "-c", "import hydra_plugins.hydra_submitit_launcher"]
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
+        subprocess.run([*install, "hydra-submitit-launcher>=1.2,<1.3"], check=True)
+    return str(python)
+
+
+def command(python: str, out: Path, *extra: str) -> list[str]:
+    return [
+        python,
+        str(APP),
+        "--multirun",
+        *WORKLOAD,
+        *SPACE,
+        f"hydra.sweeper.n_trials={TRIALS}",
+        "hydra.sweeper.direction=maximize",
+        "hydra.sweeper.sampler.seed=0",
+        f"hydra.sweep.dir={out}",
+        f"hydra.launcher.array_parallelism={AT_ONCE}",
+        "hydra.launcher.timeout_min=10",
+        *extra,
+    ]
+
+
+def slurm_jobs_since(start: float) -> int:
+    """The SLURM jobs submitted since `start` (sacct: every job, its steps apart)."""
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start - 1))
+    done = subprocess.run(
+        ["sacct", "-a", "-X", "-n", "-P", "-o", "JobID", "-S", since],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return len(done.stdout.split())
+
+
+def run(args: list[str], work: Path) -> dict[str, float]:
+    start = time.monotonic()
+    started = time.time()
+    done = subprocess.run(args, capture_output=True, text=True, cwd=work)
+    wall = time.monotonic() - start
+    if done.returncode:
+        raise SystemExit(f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    best = yaml.safe_load((work / "sweep" / "optimization_results.yaml").read_text())
+    return {
+        "wall_s": round(wall, 1),
+        "best": round(float(best["best_value"]), 4),
+        "slurm_jobs": slurm_jobs_since(started),
+    }
+
+
+def hpsearch(work: Path, *extra: str) -> dict[str, float]:
+    ours = ["hydra/launcher=hpsearch_slurm", "hydra/sweeper=hpsearch", *extra]
+    return run(command(sys.executable, work / "sweep", *ours), work)
+
+
+def submitit_optuna(work: Path) -> dict[str, float]:
+    theirs = [
+        "hydra/launcher=submitit_slurm",
+        "hydra/sweeper=optuna",
+        f"hydra.sweeper.n_jobs={AT_ONCE}",
+        f"hydra.launcher.submitit_folder={work / 'sweep' / '.submitit' / '%j'}",
+    ]
+    return run(command(submitit_python(), work / "sweep", *theirs), work)
+
+
+CONTENDERS = {
+    "hpsearch": lambda work: hpsearch(work),
+    "hpsearch hyperband": lambda work: hpsearch(work, "hydra.sweeper.pruner=hyperband"),
+    "submitit optuna": submitit_optuna,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--contenders", nargs="*", default=list(CONTENDERS))
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {load:.1f}")
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="hpsearch-slurm-bench-") as tmp:
+        for repeat in range(args.repeats):  # interleaved: the machine's noise hits all alike
+            for name in args.contenders:
+                work = Path(tmp) / f"{name.replace(' ', '-')}-{repeat}"
+                work.mkdir()
+                results.setdefault(name, []).append(CONTENDERS[name](work))
+                print(f"{name} #{repeat}: {json.dumps(results[name][-1])}", flush=True)
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+    print("\n| contender | wall (s), each run | median | best value, each run | SLURM jobs |")
+    print("|---|---|---|---|---|")
+    for name, runs in results.items():
+        walls = [r["wall_s"] for r in runs]
+        print(
+            f"| {name} | {', '.join(map(str, walls))} | {statistics.median(walls):.1f} | "
+            f"{', '.join(str(r['best']) for r in runs)} | "
+            f"{', '.join(str(r['slurm_jobs']) for r in runs)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
