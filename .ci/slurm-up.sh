@@ -7,10 +7,11 @@
 # already up is left as it is.
 #   .ci/slurm-up.sh         install if needed, start, wait until the node takes jobs
 #   .ci/slurm-up.sh down    stop the daemons, remove the device nodes
+#   HPSEARCH_SLURM_GPUS=8 .ci/slurm-up.sh    8 simulated GPUs instead of 2 (the benchmark's)
 set -euo pipefail
 CONF=/etc/slurm
 RUN=/run/hpsearch-slurm
-GPUS=2
+GPUS=${HPSEARCH_SLURM_GPUS:-2}  # bench/slurm.py asks for 8 (after a `down`)
 # CPUs the node declares (SlurmdParameters=config_overrides): more than the machine has, so
 # the tests' short jobs run several at once on 2 cores, as they would on a real node.
 CPUS=8

@@ -1,15 +1,20 @@
 """Beyond one machine, side by side: an Optuna search on a real SLURM, hpsearch's SLURM backend
 against the pair Hydra's users reach for today (hydra-submitit-launcher + hydra-optuna-sweeper).
 
-    .ci/slurm-up.sh && python bench/slurm.py                 # both, 2 repeats, interleaved
+    .ci/slurm-up.sh down; HPSEARCH_SLURM_GPUS=8 .ci/slurm-up.sh
+    python bench/slurm.py                          # every contender, 2 repeats, interleaved
     python bench/slurm.py --contenders "hpsearch" --repeats 1
 
-The workload: bench/apps/curve.py's trial (a noisy learning curve, epochs of simulated training
-whose time depends on the batch size, 1 in 8 a straggler 3x slower), 32 TPE trials (seeded) over
-lr in tag(log, interval(1e-5, 1e-1)) x batch in choice(32, 64, 128, 256), each one SLURM job,
-at most 8 at once. Each contender's command is what its user writes; both run on the cluster
-.ci/slurm-up.sh starts (one node). Per run: the command's wall time (start to exit), the best
-value its search reports (optimization_results.yaml), and the SLURM jobs it submitted.
+The workload: the search bench's (bench/search.py): bench/apps/curve.py's trial (a noisy
+learning curve, 10 epochs of simulated training whose time depends on the batch size, 1 in 8 a
+straggler 3x slower), 64 TPE trials (seeded) over lr in tag(log, interval(1e-5, 1e-1)) x batch
+in choice(32, 64, 128, 256), each one SLURM job holding one of the node's 8 simulated GPUs
+(gpus_per_node=1): 8 at once. Each contender's command is what its user writes; all run on the
+cluster .ci/slurm-up.sh starts (one node). Per run, from the command and from SLURM's own
+records (sacct): the command's wall time (start to exit), the SLURM jobs it submitted, their
+slot-seconds (each job's elapsed time, added up), the seconds from a GPU freeing to the next
+job's start on it (SLURM's start times; median and max over the jobs that waited for one), and
+the best value its search reports (optimization_results.yaml).
 
 Contenders:
   hpsearch             hydra/launcher=hpsearch_slurm hydra/sweeper=hpsearch (trials asked as
@@ -39,9 +44,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "bench" / "apps" / "curve.py"
 VENV = REPO / ".venv-bench-submitit"
-TRIALS, AT_ONCE = 32, 8
+TRIALS, AT_ONCE = 64, 8
 SPACE = ["lr=tag(log,interval(1e-5,1e-1))", "batch=choice(32,64,128,256)"]
-WORKLOAD = ["epochs=8", "epoch_s=1.0", "--config-name=slurm_curve"]
+WORKLOAD = ["epochs=10", "epoch_s=0.5", "--config-name=slurm_curve"]
 
 
 def submitit_python() -> str:
@@ -70,21 +75,39 @@ def command(python: str, out: Path, *extra: str) -> list[str]:
         "hydra.sweeper.sampler.seed=0",
         f"hydra.sweep.dir={out}",
         f"hydra.launcher.array_parallelism={AT_ONCE}",
+        "hydra.launcher.gpus_per_node=1",
         "hydra.launcher.timeout_min=10",
         *extra,
     ]
 
 
-def slurm_jobs_since(start: float) -> int:
-    """The SLURM jobs submitted since `start` (sacct: every job, its steps apart)."""
+def slurm_jobs_since(start: float) -> list[tuple[float, float]]:
+    """(start, end) of each SLURM job submitted since `start`, as sacct records them."""
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start - 1))
     done = subprocess.run(
-        ["sacct", "-a", "-X", "-n", "-P", "-o", "JobID", "-S", since],
+        ["sacct", "-a", "-X", "-n", "-P", "-o", "Start,End", "-S", since],
         capture_output=True,
         text=True,
         check=True,
     )
-    return len(done.stdout.split())
+    stamp = "%Y-%m-%dT%H:%M:%S"
+    jobs = [line.split("|") for line in done.stdout.split()]
+    return [
+        (time.mktime(time.strptime(a, stamp)), time.mktime(time.strptime(b, stamp)))
+        for a, b in jobs
+    ]
+
+
+def waits_for_a_gpu(jobs: list[tuple[float, float]]) -> list[float]:
+    """For each job that started after the first wave: its start minus the latest end before
+    it (the GPU it took freed then, or later: SLURM's second-resolution times)."""
+    ends = sorted(end for _, end in jobs)
+    waits = []
+    for start, _ in sorted(jobs)[AT_ONCE:]:
+        freed = [end for end in ends if end <= start]
+        if freed:
+            waits.append(start - freed[-1])
+    return waits
 
 
 def run(args: list[str], work: Path) -> dict[str, float]:
@@ -95,10 +118,15 @@ def run(args: list[str], work: Path) -> dict[str, float]:
     if done.returncode:
         raise SystemExit(f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     best = yaml.safe_load((work / "sweep" / "optimization_results.yaml").read_text())
+    jobs = slurm_jobs_since(started)
+    waits = waits_for_a_gpu(jobs) or [0.0]
     return {
         "wall_s": round(wall, 1),
         "best": round(float(best["best_value"]), 4),
-        "slurm_jobs": slurm_jobs_since(started),
+        "slurm_jobs": len(jobs),
+        "slot_s": sum(end - begin for begin, end in jobs),
+        "wait_median_s": statistics.median(waits),
+        "wait_max_s": max(waits),
     }
 
 
@@ -140,14 +168,20 @@ def main() -> None:
                 results.setdefault(name, []).append(CONTENDERS[name](work))
                 print(f"{name} #{repeat}: {json.dumps(results[name][-1])}", flush=True)
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
-    print("\n| contender | wall (s), each run | median | best value, each run | SLURM jobs |")
-    print("|---|---|---|---|---|")
+    print(
+        "\n| contender | wall (s), each run | median | best value, each run | SLURM jobs | "
+        "slot-s (median) | GPU free to next start, median / max (s) |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for name, runs in results.items():
         walls = [r["wall_s"] for r in runs]
         print(
             f"| {name} | {', '.join(map(str, walls))} | {statistics.median(walls):.1f} | "
             f"{', '.join(str(r['best']) for r in runs)} | "
-            f"{', '.join(str(r['slurm_jobs']) for r in runs)} |"
+            f"{', '.join(str(r['slurm_jobs']) for r in runs)} | "
+            f"{statistics.median(r['slot_s'] for r in runs):.0f} | "
+            f"{statistics.median(r['wait_median_s'] for r in runs):.0f} / "
+            f"{max(r['wait_max_s'] for r in runs):.0f} |"
         )
 
 
