@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -460,6 +461,43 @@ def test_after_kill_9_the_same_command_adopts_what_was_left(
     assert "adopted: SLURM job" in out and "cancelled" not in out
     ours = {json.loads(line)["job_id"] for line in ledger}
     wait_until(lambda: not ours & set(_job_ids()), 30, "SLURM to be done with the jobs")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")  # its own jobs, told by the ledger
+def test_after_kill_9_a_search_with_a_storage_adopts_its_running_trials(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """The study held the killed run's trials RUNNING: the rerun fails them and asks their
+    values again, and those jobs adopt the SLURM jobs still running, not run them again."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    args = runner.probe_sweep(
+        marks, "hydra/sweeper=hpsearch", "hydra.sweeper.direction=maximize", "x=range(0,100)",
+        "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=2", f"hydra.sweeper.storage={url}",
+        "hydra.sweeper.study_name=probe", "gate=true", *SLURM,
+        "hydra.launcher.slurm.array_parallelism=2",
+    )  # fmt: skip
+    sweep = runner.popen(args)
+    wait_for(marks / "start-0", marks / "start-1")
+    sweep.kill()
+    sweep.communicate()
+    again = runner.popen(args)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(again.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: sum("adopted: SLURM job" in ln for ln in lines) == 2, 60, "adoption")
+    finally:  # the jobs wait for their gates: opened whatever happened, nothing left behind
+        for num in (0, 1):
+            (marks / f"go-{num}").touch()
+        again.wait(timeout=120)
+    reader.join(timeout=10)
+    out = "".join(lines)
+    assert again.returncode == 0, out
+    rows = results(tmp_path)
+    assert list(rows["status"]) == ["completed"] * 2 and set(rows["attempts"]) == {1}, out
+    assert len((marks / "starts.log").read_text().split()) == 2  # each trial's job ran once
+    assert len([d for d in (tmp_path / "sweep" / ".submitit").iterdir() if d.is_dir()]) == 2
 
 
 @pytest.mark.slow
