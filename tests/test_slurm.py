@@ -5,23 +5,29 @@ one line; with HPSEARCH_REQUIRE_SLURM=1 (CI) a missing cluster fails them."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from backend_suite import BackendSuite
-from conftest import Runner, read_records, wait_until
+from conftest import Runner, read_records, wait_for, wait_until
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from hpsearch_launcher.execute.failures import Retry, retry_kind
+from hpsearch_launcher.execute.slurm.adopt import Adoptions
+from hpsearch_launcher.execute.slurm.ledger import Entry, Ledger, read_entries
 from hpsearch_launcher.execute.slurm.sbatch import sbatch_parameters
 from hpsearch_launcher.execute.slurm.states import outcome_of_state
 from hpsearch_launcher.outcome import Ending, Outcome, Status, status_of
@@ -223,6 +229,31 @@ def test_a_job_slurm_ended_without_its_state_says_its_exit() -> None:
     )  # srun's 128 + 11
 
 
+def _entry(job_id: str, result: str = "r.pkl", run_dir: str = "x=1", attempt: int = 1) -> Entry:
+    return Entry(job_id, "abc", ("x=1",), run_dir, attempt, result, "s/1-1", 1.0)
+
+
+def test_a_ledger_keeps_each_run_dirs_last_entry_and_leaves_out_what_is_no_entry() -> None:
+    """A later attempt of a job (its run dir) replaces the earlier; a line cut by a kill, an
+    older hpsearch's bare job id, a foreign or half-filled record are left out and counted."""
+    first, other, again = _entry("11"), _entry("12", run_dir="x=2"), _entry("13", attempt=2)
+    half = json.dumps({**json.loads(first.line()), "job_id": ""})
+    text = "".join(
+        [first.line(), "17\n", other.line(), "{not json\n", half + "\n", "\n", again.line()]
+    )
+    assert read_entries(text + again.line()[:20]) == ([other, again], 4)
+    assert read_entries("") == ([], 0)
+
+
+def test_a_ledger_entry_after_a_cut_line_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.path.write_text(_entry("11").line() + '{"job_id": "12", "conf')
+    ledger.add(_entry("13", run_dir="x=3"))
+    assert ledger.earlier() == [_entry("11"), _entry("13", run_dir="x=3")]
+    ledger.close()
+    assert not ledger.path.exists() and ledger.earlier() == []
+
+
 # ---- on the cluster ---------------------------------------------------------------------------
 
 
@@ -333,6 +364,13 @@ def _job_ids() -> list[str]:
     return [line.split()[0] for line in queue()]
 
 
+def _ledgers_queued(tmp_path: Path) -> list[str]:
+    """The jobs the sweep dir's ledger lists that SLURM holds, not done (another suite's
+    jobs on the same cluster do not count)."""
+    ours = {entry.job_id for entry in Ledger(tmp_path / "sweep").earlier()}
+    return [job_id for job_id in _job_ids() if job_id in ours]
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("cluster")
 def test_a_job_cancelled_outside_the_sweep_fails_alone(
@@ -342,7 +380,7 @@ def test_a_job_cancelled_outside_the_sweep_fails_alone(
     sweep = runner.popen(runner.probe_sweep(marks, "x=1,2,3", "hold_from=3", *SLURM))
     wait_until(lambda: (marks / "start-2").exists(), 60, "job 2 to start")
     # Where it runs, as the job wrote it at its start: cpu@<node>/<SLURM job id>.
-    started = tmp_path / "sweep" / ".hpsearch-sweep.started" / "2-1"
+    started = next((tmp_path / "sweep" / ".hpsearch-sweep.started").glob("*-2-1"))  # <run>-2-1
     subprocess.run(["scancel", started.read_text().rpartition("/")[2]], check=True)
     out, _ = sweep.communicate(timeout=60)
     rows = results(tmp_path).set_index("x")
@@ -385,23 +423,130 @@ def test_ctrl_c_cancels_the_sweeps_jobs(runner: Runner, marks: Path, tmp_path: P
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("empty_queue")
-def test_after_kill_9_the_next_run_cancels_what_was_left_and_runs_it_again(
+@pytest.mark.usefixtures("cluster")  # its own jobs, told by the ledger
+def test_after_kill_9_the_same_command_adopts_what_was_left(
     runner: Runner, marks: Path, tmp_path: Path
 ) -> None:
-    args = runner.probe_sweep(marks, "x=1,2", *SLURM)
-    (marks / "hold").touch()  # both jobs wait at their start
+    """Issue 48: `kill -9` of the sweep, then the same command: nothing submitted twice,
+    nothing lost. x=1 ends before the kill (its row resumed), x=2 returns and x=3 fails
+    while the sweep is dead (their ends adopted: neither runs again), x=4 still runs (waited
+    on), x=5 was never submitted (submitted now)."""
+    args = runner.probe_sweep(
+        marks, "x=1,2,3,4,5", "gate=true", "fail_x=3", *SLURM,
+        "hydra.launcher.slurm.array_parallelism=3", "hydra.launcher.max_retries=0",
+    )  # fmt: skip
+    sweep = runner.popen(args)  # each job waits, before it ends, for marks/go-<its num>
+    wait_for(*(marks / f"start-{num}" for num in range(3)))
+    (marks / "go-0").touch()
+    wait_for(marks / "start-3")  # x=1 recorded, its slot given to x=4
+    sweep.kill()
+    sweep.communicate()
+    (marks / "go-1").touch()
+    (marks / "go-2").touch()
+    wait_until(lambda: len(_ledgers_queued(tmp_path)) == 1, 60, "x=2 and x=3 to end")
+    again = runner.popen(args)
+    wait_for(marks / "start-4")  # x=5, submitted after x=4 was adopted
+    ledger = (tmp_path / "sweep" / ".hpsearch-slurm-jobs").read_text().splitlines()
+    for num in (3, 4):
+        (marks / f"go-{num}").touch()
+    out, _ = again.communicate(timeout=120)
+    submitted = Counter(tuple(json.loads(line)["overrides"]) for line in ledger)
+    assert sorted(submitted.values()) == [1] * 5, submitted  # each job's overrides once
+    rows = results(tmp_path).set_index("x")
+    assert dict(rows["status"]) == {
+        1: "completed", 2: "completed", 3: "failed", 4: "completed", 5: "completed"
+    }, out  # fmt: skip
+    assert set(rows["attempts"]) == {1}, out
+    assert "probe asked to raise" in rows.loc[3, "error"]
+    assert sorted((marks / "starts.log").read_text().split()) == ["1", "2", "3", "4", "5"]
+    folders = [d for d in (tmp_path / "sweep" / ".submitit").iterdir() if d.is_dir()]
+    assert len(folders) == 5, out  # one sbatch per job, over both runs
+    assert "adopted: SLURM job" in out and "cancelled" not in out
+    ours = {json.loads(line)["job_id"] for line in ledger}
+    wait_until(lambda: not ours & set(_job_ids()), 30, "SLURM to be done with the jobs")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")  # its own jobs, told by the ledger
+def test_after_kill_9_a_search_with_a_storage_adopts_its_running_trials(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """The study held the killed run's trials RUNNING: the rerun fails them and asks their
+    values again, and those jobs adopt the SLURM jobs still running, not run them again."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    args = runner.probe_sweep(
+        marks, "hydra/sweeper=hpsearch", "hydra.sweeper.direction=maximize", "x=range(0,100)",
+        "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=2", f"hydra.sweeper.storage={url}",
+        "hydra.sweeper.study_name=probe", "gate=true", *SLURM,
+        "hydra.launcher.slurm.array_parallelism=2",
+    )  # fmt: skip
     sweep = runner.popen(args)
+    wait_for(marks / "start-0", marks / "start-1")
+    sweep.kill()
+    sweep.communicate()
+    again = runner.popen(args)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(again.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: sum("adopted: SLURM job" in ln for ln in lines) == 2, 60, "adoption")
+    finally:  # the jobs wait for their gates: opened whatever happened, nothing left behind
+        for num in (0, 1):
+            (marks / f"go-{num}").touch()
+        again.wait(timeout=120)
+    reader.join(timeout=10)
+    out = "".join(lines)
+    assert again.returncode == 0, out
+    rows = results(tmp_path)
+    assert list(rows["status"]) == ["completed"] * 2 and set(rows["attempts"]) == {1}, out
+    assert len((marks / "starts.log").read_text().split()) == 2  # each trial's job ran once
+    assert len([d for d in (tmp_path / "sweep" / ".submitit").iterdir() if d.is_dir()]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cluster")  # its own jobs, told by the ledger
+@pytest.mark.parametrize(
+    ("rerun", "why"),
+    [
+        (("x=7,8",), "no job of this run has their config and overrides"),
+        (("x=1,2", "hydra.launcher.resume=false"), "resume=false: their jobs run again"),
+    ],
+)
+def test_after_kill_9_a_run_of_other_jobs_cancels_what_was_left(
+    runner: Runner, marks: Path, tmp_path: Path, rerun: tuple[str, ...], why: str
+) -> None:
+    (marks / "hold").touch()  # every job waits at its start
+    sweep = runner.popen(runner.probe_sweep(marks, "x=1,2", *SLURM))
     wait_until(lambda: len(list(marks.glob("start-*"))) == 2, 60, "2 jobs to start")
     sweep.kill()
     sweep.communicate()
-    left = _job_ids()
+    left = _ledgers_queued(tmp_path)
     assert len(left) == 2  # SIGKILL: nobody cancelled them
-    again = runner.popen(args)
+    again = runner.popen(runner.probe_sweep(marks, *rerun, *SLURM))
     wait_until(lambda: not set(left) & set(_job_ids()), 60, "the left jobs to be cancelled")
     (marks / "hold").unlink()
     out, _ = again.communicate(timeout=60)
     assert again.returncode == 0, out
-    assert "cancelled 2 SLURM jobs an earlier run of this sweep left running" in out
-    rows = results(tmp_path)
-    assert list(rows["status"]) == ["completed", "completed"], out
+    assert (
+        f"cancelled 2 SLURM jobs an earlier run of this sweep left running (it was killed): {why}"
+        in out
+    )
+    assert list(results(tmp_path)["status"]) == ["completed", "completed"], out
+
+
+@pytest.mark.usefixtures("cluster")
+def test_a_ledger_entry_slurm_no_longer_knows_is_adoptable_only_with_its_result(
+    tmp_path: Path,
+) -> None:
+    from hpsearch_launcher.execute.slurm import watcher as module
+
+    result = tmp_path / "999998_0_result.pkl"
+    result.write_bytes(b"")
+    gone, ended = (_entry(job_id, str(tmp_path / "none.pkl")) for job_id in ("999999", "999998"))
+    ended = dataclasses.replace(ended, result=str(result))
+    watcher = module.Watcher()
+    try:
+        adoptions = Adoptions([gone, ended], watcher.known)
+    finally:
+        watcher.close()
+    assert adoptions.left == [ended]  # the other's job is submitted again

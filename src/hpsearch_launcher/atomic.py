@@ -13,7 +13,14 @@ from typing import Any
 def write_text_atomic(
     path: Path, text: str, before_replace: Callable[[], None] | None = None
 ) -> None:
-    """Write `text` to a temporary file beside `path`, fsync it, then rename it into place.
+    """`write_bytes_atomic` of `text` in UTF-8."""
+    write_bytes_atomic(path, text.encode(), before_replace)
+
+
+def write_bytes_atomic(
+    path: Path, data: bytes, before_replace: Callable[[], None] | None = None
+) -> None:
+    """Write `data` to a temporary file beside `path`, fsync it, then rename it into place.
 
     The file gets the mode a plain open() would (0o666 less the umask): mkstemp's 0600 would
     hide results from teammates on a shared server. `before_replace` runs once the temporary
@@ -22,8 +29,8 @@ def write_text_atomic(
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())

@@ -11,11 +11,13 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..nvml import GpuMemory
 from ..outcome import Outcome
 from ..plan.env import job_env
+from ..plan.jobs import Job
 from ..plan.settings import WHOLE_GPU_FRACTION, LauncherSettings
 from ..plan.slots import SlotPool
 from .job.wire import Ticket
@@ -46,6 +48,10 @@ class JobSpec:
     stderr_path: str
     share: float = 1.0  # the part of its slot group it holds: 1/jobs_per_gpu, or 1 when alone
     subdir: str = ""  # the run dir claimed for it (hydra.sweep.subdir); "": as its config says
+    # Which job of the sweep it is, across runs (a cluster's backend notes it to adopt the
+    # attempt if the sweep is killed): plan.jobs.Job's.
+    config_hash: str = ""
+    overrides: tuple[str, ...] = ()
 
     def ticket(self, kind: type[T], **fields: Any) -> T:
         """What its process is sent: this attempt, as the ticket `kind` its job side reads
@@ -58,6 +64,19 @@ class JobSpec:
             subdir=self.subdir,
             **fields,
         )
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """An attempt of a job that a killed run of the sweep started and the backend's cluster
+    still holds, or ended unrecorded: the loop takes it up (`take`, given the attempt's spec,
+    is its handle) instead of starting the job again."""
+
+    run_dir: Path  # where it runs
+    attempt: int  # its number, as the killed run counted it
+    started: float  # epoch s, when the killed run started it
+    take: Callable[[JobSpec], JobHandle]
+    what: str  # the attempt in the cluster's words, for the console ("SLURM job 1234")
 
 
 class JobHandle(Protocol):
@@ -171,3 +190,13 @@ class Execution:
     def grown(self) -> tuple[tuple[str, ...], int] | None:
         """The groups and slots there are now, if the backend's room grew; else None."""
         return None
+
+    def adoption(self, job: Job) -> Adoption | None:
+        """The attempt of `job` a killed run of the sweep left to the backend's cluster, if
+        there is one, to take up instead of starting the job (each once); None here: a
+        backend whose jobs die with the sweep leaves none."""
+        return None
+
+    def adoptions_over(self) -> None:
+        """No job will ask `adoption` again (the source has no more): what a killed run left
+        that no job took is ended. Nothing here."""

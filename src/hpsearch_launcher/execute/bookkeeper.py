@@ -1,5 +1,6 @@
 """The scheduling loop's bookkeeping: what each job's end becomes (its row, its JobReturn, the
-source told, the counts), jobs ended without running (resumed, adopted), and the run dirs.
+source told, the counts), jobs ended without running (resumed, adopted), attempts a killed run
+left running on a cluster (taken up), and the run dirs.
 
 The loop (sweep.py) decides what runs where and when; this keeps the books on what it did.
 """
@@ -25,6 +26,7 @@ from ..record.recorder import Recorder
 from ..record.rows import last_report
 from ..stream import Ask, JobEnd, JobSource
 from ..text import short_str
+from .backend import Adoption, Execution
 from .run import Run, RunState
 
 log = logging.getLogger("hpsearch.launcher")
@@ -86,6 +88,20 @@ class Bookkeeper:
         path = run_dir(job)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def left_running(self, run: Run, execution: Execution) -> Adoption | None:
+        """A job's first attempt: the attempt a killed run of the sweep left to the backend's
+        cluster, if there is one whose run dir is there and no results row names nor a job of
+        this run took; taken up then (its run dir this run's, its number and start the
+        run's), instead of started again."""
+        if run.dir is not None:
+            return None
+        while (found := execution.adoption(run.job)) is not None:
+            if found.run_dir.is_dir() and self.recorder.adopter.take(found.run_dir):
+                run.dir, run.attempts = found.run_dir, found.attempt
+                run.started_wall = found.started
+                return found
+        return None
 
     def record_end(self, run: Run, outcome: Outcome, placement: str, seconds: float) -> JobReturn:
         """Record a run's end (its last attempt, at `placement`, for `seconds`), tell its

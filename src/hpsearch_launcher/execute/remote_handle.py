@@ -26,11 +26,15 @@ NOT_SHIPPED = ("CUDA_VISIBLE_DEVICES", contract.GPU_ID, contract.PARENT_PID)
 
 class RemoteJobs:
     """A remote backend's jobs as it sends them: each one's ticket (its start file in the
-    sweep's `<mark>.started/`, the sweep's cwd and sys.path) and the environment it ships; the
-    mark (execute.job.remote.write_mark) and the start files removed at `close`."""
+    sweep's `<mark>.started/`, named `<run><num>-<attempt>`, the sweep's cwd and sys.path) and
+    the environment it ships; the mark (execute.job.remote.write_mark) and the start files
+    removed at `close`. `run`: where a killed run's jobs may still write theirs (SLURM's),
+    this run's own prefix, so that its job numbers, which go on from the recorded rows, meet
+    none of theirs."""
 
-    def __init__(self, mark: tuple[str, str]) -> None:
+    def __init__(self, mark: tuple[str, str], run: str = "") -> None:
         self.mark = mark
+        self.run = run  # begins this run's start files' names: not an earlier run's
         self.started_dir = Path(f"{mark[0]}.started")  # the jobs' start files
         self.started_dir.mkdir(exist_ok=True)
         self.sys_path = tuple(sweep_sys_path())
@@ -41,7 +45,7 @@ class RemoteJobs:
         return spec.ticket(RemoteTicket, started=str(started), cwd=self.cwd, sys_path=self.sys_path)
 
     def started_file(self, spec: JobSpec) -> Path:
-        return self.started_dir / f"{spec.num}-{spec.attempt}"
+        return self.started_dir / f"{self.run}{spec.num}-{spec.attempt}"
 
     @staticmethod
     def shipped(env: Mapping[str, str]) -> dict[str, str]:

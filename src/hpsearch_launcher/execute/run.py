@@ -104,6 +104,8 @@ class Run:
             str(self.dir / "stderr.log"),
             share=share,
             subdir=self.dir.name if job.name else "",
+            config_hash=job.config_hash,
+            overrides=job.overrides,
         )
 
     def attempt(self, outcome: Outcome, placement: str) -> Attempt:

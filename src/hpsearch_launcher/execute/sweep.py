@@ -79,6 +79,8 @@ class Sweep:
                 while not self.stop.signum:
                     self.packer.pack(self.pool, self._head)
                     dry = self._ask()
+                    if dry and not self.queue and self.source.exhausted():
+                        self.execution.adoptions_over()  # no job will take up any more
                     if not (self.queue or self.whole_queue or self.running) and dry:
                         break  # nothing runs, and the source has nothing: nothing will come
                     waiting = bool(self.queue or not self.source.exhausted())  # for a slot
@@ -183,12 +185,16 @@ class Sweep:
         run.started, run.started_wall = time.monotonic(), time.time()
         run.deadline = None  # set once the job runs (a Ray task may wait for a place first)
         try:
+            adopted = self.book.left_running(run, self.execution)
             run.dir = run.dir or self.book.claim_dir(job)
             spec = run.spec(share=1.0 if run.whole else 1 / self.pool.slots)
             run.reports = run.reports or ReportReader(run.dir / REPORTS_FILE, self.source.judges)
             run.reports.heard()
-            (run.dir / GPU_PEAK_FILE).unlink(missing_ok=True)  # an earlier attempt's
-            run.handle = self.backend.start(spec, env)
+            if adopted is not None:
+                run.handle = adopted.take(spec)
+            else:
+                (run.dir / GPU_PEAK_FILE).unlink(missing_ok=True)  # an earlier attempt's
+                run.handle = self.backend.start(spec, env)
         except Exception as err:  # out of processes or file descriptors: this job, not all
             if cannot_write(err) is not None:  # a disk that takes no run dir or ticket: all
                 raise
@@ -199,6 +205,8 @@ class Sweep:
         self.running.add(run)
         alone = "alone, " if run.whole else ""
         attempt = f"  ({alone}attempt {run.attempts})" if run.attempts > 1 else ""
+        if adopted is not None:  # the killed run's attempt, on the backend's cluster
+            attempt = f"  (adopted: {adopted.what}, attempt {run.attempts}, of a killed run)"
         log.info("job %d start  %s  %s%s", job.num, device_label(group), job.label, attempt)
 
     def _wait(self, poll_s: float) -> None:

@@ -70,6 +70,15 @@ class Adopter:
         """A job of this run took `path`: its end is this run's to record, never adopted."""
         self._named_dirs().add(path.resolve())
 
+    def take(self, path: Path) -> bool:
+        """Claim `path` for a job of this run that takes up the attempt a killed run left
+        running there; False where a row names it or a job of this run took it already."""
+        named = self._named_dirs()
+        if path.resolve() in named:
+            return False
+        named.add(path.resolve())
+        return True
+
     def abandoned(self, path: Path) -> bool:
         """Whether the run dir `path` is an attempt a killed run left unrecorded, with no end:
         no job of this run took it, no row names it, and it holds no end file (an end is

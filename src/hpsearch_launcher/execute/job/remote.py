@@ -43,6 +43,18 @@ def write_mark(sweep_dir: Path) -> tuple[str, str]:
     return os.path.abspath(path), token  # as the user named it: other nodes mount that path
 
 
+def kept_mark(sweep_dir: Path) -> tuple[str, str]:
+    """The mark an earlier run of the sweep wrote, kept where it is there (a job that run
+    left queued, adopted by this one, checks it when it starts), else a new one. Only one
+    sweep holds the sweep dir at a time (its lock): the earlier run is gone."""
+    path = sweep_dir / MARK
+    try:
+        token = path.read_text()
+    except OSError:
+        return write_mark(sweep_dir)
+    return (os.path.abspath(path), token) if token else write_mark(sweep_dir)
+
+
 class PeakMeter:
     """The most GPU memory this worker's process tree holds on `gpu` while its job runs, as
     this node's NVML sees it (the sweep cannot ask another machine's NVML)."""

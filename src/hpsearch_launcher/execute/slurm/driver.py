@@ -6,26 +6,33 @@ reports and stop file on the sweep dir, which every node must see at the same pa
 
 Here the sweep's side: `slurm_execution` checks the cluster answers and makes a `SlurmBackend`,
 whose slots are hydra.launcher.slurm.array_parallelism (the most jobs queued or running at
-once), one per slot group; one `Watcher` reads every job's state (watcher.py).
+once), one per slot group; one `Watcher` reads every job's state (watcher.py). Each submitted
+job is noted in the sweep dir's ledger (ledger.py); after a `kill -9` of the sweep, the next
+run takes up the jobs it finds there (adopt.py) instead of submitting them again.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...atomic import write_bytes_atomic
 from ...outcome import Ending
+from ...plan.jobs import Job
 from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ...plan.slurm_settings import asks_gpus, slurm_of
-from ..backend import Ahead, Execution, JobHandle, JobSpec
-from ..job.remote import write_mark
+from ..backend import Adoption, Ahead, Execution, JobHandle, JobSpec
+from ..job.remote import kept_mark
 from ..remote_handle import RemoteJobs
+from .adopt import Adoptions
 from .handle import SlurmHandle
-from .ledger import Ledger
+from .ledger import Entry, Ledger
 from .sbatch import Submitter
 from .watcher import Watcher, run, still_queued
 from .worker import run_in_slurm
@@ -39,18 +46,26 @@ TASK_FILE = ".hpsearch-task"  # in the sweep dir: the pickled task, read by each
 
 
 class SlurmBackend:
-    """Each job `run_in_slurm(...)` in a SLURM job of its own, submitted by `start`."""
+    """Each job `run_in_slurm(...)` in a SLURM job of its own, submitted by `start`, or the
+    one a killed run of the sweep submitted for it, taken up by `adopt`."""
 
     def __init__(self, settings: LauncherSettings, task: bytes, sweep_dir: Path) -> None:
-        folder = slurm_of(settings).submitit_folder or str(sweep_dir / ".submitit" / "%j")
-        self.submitter = Submitter(slurm_of(settings), Path(folder))
-        self.on_gpus = asks_gpus(slurm_of(settings))
-        self.jobs = RemoteJobs(write_mark(sweep_dir))
+        slurm = slurm_of(settings)
+        folder = slurm.submitit_folder or str(sweep_dir / ".submitit" / "%j")
+        self.submitter = Submitter(slurm, Path(folder))
+        self.on_gpus = asks_gpus(slurm)
+        # The killed run's mark kept: its jobs still queued check it when they start.
+        self.jobs = RemoteJobs(kept_mark(sweep_dir), run=f"{secrets.token_hex(3)}-")
         self.task_file = Path(self.jobs.mark[0]).with_name(TASK_FILE)
-        self.task_file.write_bytes(task)  # before any job is submitted: read whole
+        # Replaced whole: a killed run's queued job may read it meanwhile.
+        write_bytes_atomic(self.task_file, task)
         self.watcher = Watcher()
         self.ledger = Ledger(sweep_dir)
-        self.ledger.cancel_left(still_queued, scancel)
+        earlier = self.ledger.earlier()
+        if not settings.resume:  # an earlier run's jobs are not this sweep's: none adopted
+            cancel_left(earlier, "resume=false: their jobs run again")
+            earlier = []
+        self.adoptions = Adoptions(earlier, self.watcher.known)
 
     def start(self, spec: JobSpec, env: Mapping[str, str]) -> SlurmHandle:
         """sbatch the job (raises, the job not started, if sbatch refuses it)."""
@@ -59,8 +74,37 @@ class SlurmBackend:
         job_id, result = self.submitter.submit(
             run_in_slurm, str(self.task_file), ticket, shipped, jobs.mark, self.on_gpus
         )
-        self.ledger.add(job_id)
-        handle = SlurmHandle(job_id, result, spec, jobs.started_file(spec))
+        started = jobs.started_file(spec)
+        run_dir = str(Path(spec.stdout_path).parent)
+        self.ledger.add(
+            Entry(
+                job_id, spec.config_hash, spec.overrides, run_dir, spec.attempt, str(result),
+                str(started), time.time(),
+            )
+        )  # fmt: skip
+        return self._watch(job_id, result, spec, started)
+
+    def adopt(self, config_hash: str, overrides: tuple[str, ...]) -> Adoption | None:
+        """The SLURM job a killed run submitted for the job of this config and overrides, if
+        SLURM still knows it or it left its result: waited on as this run's own."""
+        entry = self.adoptions.take(config_hash, overrides)
+        if entry is None:
+            return None
+
+        def take(spec: JobSpec) -> SlurmHandle:
+            self.adoptions.watched(entry)
+            return self._watch(entry.job_id, Path(entry.result), spec, Path(entry.started))
+
+        where = Path(entry.run_dir)
+        return Adoption(where, entry.attempt, entry.submitted, take, f"SLURM job {entry.job_id}")
+
+    def adoptions_over(self) -> None:
+        """scancel the killed run's jobs no job of this run took up, those SLURM still holds
+        pending or running (their configs are no longer the sweep's); said in one line."""
+        cancel_left(self.adoptions.rest(), "no job of this run has their config and overrides")
+
+    def _watch(self, job_id: str, result: Path, spec: JobSpec, started: Path) -> SlurmHandle:
+        handle = SlurmHandle(job_id, result, spec, started)
         handle.outcome.add_done_callback(lambda _: self._after(handle))
         self.watcher.add(handle)
         return handle
@@ -99,10 +143,26 @@ class SlurmBackend:
             )
 
     def close(self) -> None:
+        self.adoptions_over()
         self.watcher.close()
         self.ledger.close()
         self.task_file.unlink(missing_ok=True)
         self.jobs.close()
+
+
+def cancel_left(entries: Sequence[Entry], why: str) -> None:
+    """scancel the jobs of these ledger entries that SLURM holds pending or running and that
+    have not ended (no result, no end file), saying so and `why` in one line."""
+    live = [e.job_id for e in entries if not e.ended()]
+    left = still_queued(live) if live else []
+    if left:
+        log.warning(
+            "hpsearch: cancelled %d SLURM jobs an earlier run of this sweep left running (it "
+            "was killed): %s",
+            len(left),
+            why,
+        )
+        scancel(left)
 
 
 def scancel(job_ids: Sequence[str]) -> None:
@@ -152,6 +212,14 @@ class SlurmExecution(Execution):
     each its own allocation), each job's environment that of the allocation SLURM gives it."""
 
     on_gpus: bool = False
+
+    def adoption(self, job: Job) -> Adoption | None:
+        assert isinstance(self.backend, SlurmBackend)
+        return self.backend.adopt(job.config_hash, job.overrides)
+
+    def adoptions_over(self) -> None:
+        assert isinstance(self.backend, SlurmBackend)
+        self.backend.adoptions_over()
 
     def job_env(self, group: str, whole: bool = False, cap_mb: int | None = None) -> dict[str, str]:
         """Any slot's job: on its GPUs (their ids are SLURM's to set), or its CPUs."""

@@ -108,6 +108,15 @@ class Watcher:
             return ""
         return base_state(out.splitlines()[0]) if out.strip() else ""
 
+    def known(self, ids: list[str]) -> set[str]:
+        """Those of `ids` SLURM knows: it lists them (pending, running, or ended a short
+        while ago: MinJobAge), or sacct has them where it answers. All of them while squeue
+        does not answer: none can be told gone."""
+        found = squeue_states(ids)
+        if found is None:
+            return set(ids)
+        return set(found) | {i for i in ids if i not in found and self.accounted_state(i)}
+
     def exit_code(self, job_id: str) -> str:
         """The job's exit code as SLURM has it ("2:0": status:signal; "" if unknown)."""
         code, out = run(["scontrol", "show", "job", "-o", job_id])
