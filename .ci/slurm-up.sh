@@ -65,6 +65,9 @@ runuser -u munge -- munged --pid-file=/run/munge/munged.pid
 cp /run/munge/munged.pid "$RUN/munged.pid"
 
 HOST=$(hostname)
+# Each ended job's record, a line each (no accounting database here: sacct does not answer);
+# bench/slurm.py reads its jobs' start and end times there.
+JOBCOMP=/var/log/slurm/jobcomp.log
 MEMORY=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
 cat > "$CONF/slurm.conf" <<CONF
 ClusterName=hpsearch
@@ -87,6 +90,8 @@ SlurmdLogFile=/var/log/slurm/slurmd.log
 ReturnToService=2
 SchedulerParameters=sched_interval=1
 MinJobAge=30
+JobCompType=jobcomp/filetxt
+JobCompLoc=$JOBCOMP
 KillWait=2
 DefMemPerCPU=256
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEMORY Gres=gpu:$GPUS State=UNKNOWN

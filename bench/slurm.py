@@ -11,10 +11,10 @@ straggler 3x slower), 64 TPE trials (seeded) over lr in tag(log, interval(1e-5, 
 in choice(32, 64, 128, 256), each one SLURM job holding one of the node's 8 simulated GPUs
 (gpus_per_node=1): 8 at once. Each contender's command is what its user writes; all run on the
 cluster .ci/slurm-up.sh starts (one node). Per run, from the command and from SLURM's own
-records (sacct): the command's wall time (start to exit), the SLURM jobs it submitted, their
-slot-seconds (each job's elapsed time, added up), the seconds from a GPU freeing to the next
-job's start on it (SLURM's start times; median and max over the jobs that waited for one), and
-the best value its search reports (optimization_results.yaml).
+records (its job completion log): the command's wall time (start to exit), the SLURM jobs it
+submitted, their slot-seconds (each job's elapsed time, added up), the seconds from a GPU
+freeing to the next job's start on it (SLURM's start times; median and max over the jobs that
+waited for one), and the best value its search reports (optimization_results.yaml).
 
 Contenders:
   hpsearch             hydra/launcher=hpsearch_slurm hydra/sweeper=hpsearch (trials asked as
@@ -45,8 +45,9 @@ REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "bench" / "apps" / "curve.py"
 VENV = REPO / ".venv-bench-submitit"
 TRIALS, AT_ONCE = 64, 8
+JOBCOMP = Path("/var/log/slurm/jobcomp.log")  # .ci/slurm-up.sh's JobCompLoc
 SPACE = ["lr=tag(log,interval(1e-5,1e-1))", "batch=choice(32,64,128,256)"]
-WORKLOAD = ["epochs=10", "epoch_s=0.5", "--config-name=slurm_curve"]
+WORKLOAD = ["epochs=10", "epoch_s=0.5"]
 
 
 def submitit_python() -> str:
@@ -68,6 +69,7 @@ def command(python: str, out: Path, *extra: str) -> list[str]:
         python,
         str(APP),
         "--multirun",
+        "--config-name=slurm_curve",
         *WORKLOAD,
         *SPACE,
         f"hydra.sweeper.n_trials={TRIALS}",
@@ -82,20 +84,26 @@ def command(python: str, out: Path, *extra: str) -> list[str]:
 
 
 def slurm_jobs_since(start: float) -> list[tuple[float, float]]:
-    """(start, end) of each SLURM job submitted since `start`, as sacct records them."""
-    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start - 1))
-    done = subprocess.run(
-        ["sacct", "-a", "-X", "-n", "-P", "-o", "Start,End", "-S", since],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    stamp = "%Y-%m-%dT%H:%M:%S"
-    jobs = [line.split("|") for line in done.stdout.split()]
-    return [
-        (time.mktime(time.strptime(a, stamp)), time.mktime(time.strptime(b, stamp)))
-        for a, b in jobs
-    ]
+    """(start, end) of each SLURM job submitted since `start`, as SLURM's job completion log
+    records them (.ci/slurm-up.sh's JobCompLoc: this cluster has no accounting database)."""
+    for _ in range(60):  # each job's line is written once SLURM is done with it
+        if not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout:
+            break
+        time.sleep(0.5)
+    jobs = []
+    for line in JOBCOMP.read_text().splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        begun, ended = (_epoch(fields.get(key, "")) for key in ("SubmitTime", "EndTime"))
+        if begun is not None and ended is not None and begun >= int(start):
+            jobs.append((_epoch(fields["StartTime"]) or begun, ended))
+    return jobs
+
+
+def _epoch(stamp: str) -> float | None:
+    try:
+        return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
 
 
 def waits_for_a_gpu(jobs: list[tuple[float, float]]) -> list[float]:
