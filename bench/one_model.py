@@ -2,6 +2,7 @@
 
     python bench/one_model.py                                 # search, then its best alone
     python bench/one_model.py --contenders search "1 gpu x4" "8 gpus x1" ray --trials 256
+    python bench/one_model.py --contenders search "no race" --curve b   # another curve
 
 The workload (bench/apps/model_curve.py): lr (log), batch and width, up to 27 epochs of about
 0.35-2.9 s (1 in 10 a straggler), a curve whose early ranking is not its last one. Every
@@ -21,6 +22,7 @@ grid and every batch and width.
 
 Contenders (side by side, in one run, in the order given):
   search           8 simulated GPUs x jobs_per_gpu=4, hyperband with hpsearch's defaults
+  no race          the same search with hydra.sweeper.race_at_end=0: its last trials run on
   1 gpu x4         the same search on 1 simulated GPU x 4
   8 gpus x1        the same search on 8 simulated GPUs x 1
   optuna brackets  the search with Optuna's own HyperbandPruner defaults (min_resource=1,
@@ -29,7 +31,8 @@ Contenders (side by side, in one run, in the order given):
                    on the hpsearch launcher, 8 x 4 slots, batches of n_jobs=32, no pruning
   ray            Ray Tune's ASHA (its defaults: grace 1, reduction 4, max_t 27) over the same
                  space (random search, seeded), 32 trials at once, reuse_actors=False (a fresh
-                 process per trial); needs ray[tune], in .venv-bench-tune (bench/search.py)
+                 process per trial); needs ray[tune], in .venv-bench-tune (bench/search.py);
+                 curve a only
 """
 
 from __future__ import annotations
@@ -58,11 +61,19 @@ SPACE = {
 sys.path.insert(0, str(APP.parent))
 from model_curve import clean  # noqa: E402
 
+# The workload's shapes (--curve): model_curve.yaml's (a), and another (b: its best lr 5x
+# higher, slow learners, so early epochs rank trials further from their last, twice the noise,
+# shorter epochs), given to the app as overrides, to the search and to the best alone alike.
+CURVES = {
+    "a": {"peak": 2e-3, "pace": 2.0, "noise": 0.005, "epoch_s": 0.8},
+    "b": {"peak": 1e-2, "pace": 5.0, "noise": 0.01, "epoch_s": 0.6},
+}
 
-def space_best() -> float:
+
+def space_best(peak: float = 2e-3, pace: float = 2.0) -> float:
     lrs = [10 ** (-4 + 3 * i / 3000) for i in range(3001)]
     choices = [(b, w) for b in (16, 32, 64, 128, 256) for w in (64, 128, 256, 512, 1024)]
-    return max(clean(lr, b, w, EPOCHS - 1) for lr in lrs for b, w in choices)
+    return max(clean(lr, b, w, EPOCHS - 1, peak, pace) for lr in lrs for b, w in choices)
 
 
 def gpu_env(gpus: int) -> dict[str, str]:
@@ -77,6 +88,7 @@ OPTUNA_BRACKETS = [
     "+hydra.sweeper.pruner_args.min_resource=1",
     "+hydra.sweeper.pruner_args.max_resource=auto",
 ]
+NO_RACE = ["hydra.sweeper.race_at_end=0"]  # the last trials run on, as before issue 49's
 
 
 def run_search(
@@ -116,7 +128,7 @@ def run_search(
     return {
         "wall_s": round(wall, 1),
         "best": round(float(best.best_value), 4),
-        "best_clean": round(clean(params["lr"], params["batch"], params["width"], EPOCHS - 1), 4),
+        "best_clean": round(clean(*(params[k] for k in SPACE), EPOCHS - 1, *shape_of(extra)), 4),
         "params": params,
         "trials": len(ends),
         "pruned": len(latencies),
@@ -126,15 +138,21 @@ def run_search(
     }
 
 
+def shape_of(overrides: list[str]) -> tuple[float, float]:
+    """The curve's peak and pace among the app's overrides (model_curve.yaml's if absent)."""
+    given = dict(o.split("=", 1) for o in overrides if o.split("=")[0] in ("peak", "pace"))
+    return float(given.get("peak", 2e-3)), float(given.get("pace", 2.0))
+
+
 def epochs_run(sweep: Path) -> int:
     """Every trial's reported epochs, added up (its reports.jsonl's lines)."""
     return sum(len(p.read_text().splitlines()) for p in sweep.rglob("reports.jsonl"))
 
 
-def run_alone(work: Path, params: dict) -> dict:
+def run_alone(work: Path, params: dict, shape: list[str]) -> dict:
     """The best configuration, trained alone for every epoch through the same app."""
     values = [f"{key}={params[key]!r}" for key in SPACE]
-    command = [sys.executable, str(APP), *values, f"hydra.run.dir={work / 'alone'}"]
+    command = [sys.executable, str(APP), *values, *shape, f"hydra.run.dir={work / 'alone'}"]
     began = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=gpu_env(1))
     wall = time.monotonic() - began
@@ -202,6 +220,7 @@ CONTENDERS = {
     "1 gpu x4": lambda work, n, extra: run_search(work, n, 1, 4, extra),
     "8 gpus x1": lambda work, n, extra: run_search(work, n, 8, 1, extra),
     "optuna brackets": lambda work, n, extra: run_search(work, n, 8, 4, extra + OPTUNA_BRACKETS),
+    "no race": lambda work, n, extra: run_search(work, n, 8, 4, extra + NO_RACE),
     "hydra optuna": lambda work, n, extra: run_search(
         work,
         n,
@@ -221,18 +240,20 @@ def main() -> None:
     parser.add_argument("--contenders", nargs="*", default=["search"])
     # More overrides for hpsearch's contenders, to explore (the reported runs add none).
     parser.add_argument("--extra", nargs="*", default=[])
+    parser.add_argument("--curve", choices=CURVES, default="a")
     args = parser.parse_args()
+    shape = [f"{key}={value}" for key, value in CURVES[args.curve].items()]
     load = os.getloadavg()[0]
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {load:.1f}")
-    top = space_best()
-    print(f"space's best (noiseless, epoch {EPOCHS}): {top:.4f}", flush=True)
+    top = space_best(*shape_of(shape))
+    print(f"curve {args.curve}, space's best (noiseless, epoch {EPOCHS}): {top:.4f}", flush=True)
     work_root = Path(os.environ.get("BENCH_WORK") or REPO / "outputs" / "one_model")
     stamp = time.strftime("%H%M%S")
     for name in args.contenders:
         work = work_root / f"{stamp}-{name.replace(' ', '-')}"
         work.mkdir(parents=True)
-        result = CONTENDERS[name](work, args.trials, args.extra)
-        alone = run_alone(work, result["params"])
+        result = CONTENDERS[name](work, args.trials, shape + args.extra)
+        alone = run_alone(work, result["params"], shape)
         result["alone_s"] = alone["wall_s"]
         result["ratio"] = round(result["wall_s"] / alone["wall_s"], 2)
         result["gap"] = round(top - result["best_clean"], 4)

@@ -101,6 +101,7 @@ def test_a_direction_against_the_summary_callbacks_mode_is_one_line(given: str, 
         ({"pruner_args": {"n_warmup_steps": 2}}, "pruner_args={'n_warmup_steps': 2}: given, but"),
         ({"patience": -2}, "hydra.sweeper.patience=-2: must be an integer >= 0"),
         ({"min_delta": -0.1}, "hydra.sweeper.min_delta=-0.1: must be a number >= 0"),
+        ({"race_at_end": -1}, "hydra.sweeper.race_at_end=-1: must be an integer >= 0"),
         (
             {"direction": ["max", "min"], "pruner": "median"},
             "Optuna prunes single-objective searches only, and this one has 2",

@@ -90,6 +90,13 @@ ISSUE_30 = (
         ("tests/test_search_source.py::test_what_remains_to_ask_leaves_out_the_running_trials",),
     ),
     Planted(
+        "search: the race's count not reset by a report ahead",
+        "search/optuna_source.py",
+        "self.behind[trial.number] + 1 if behind else 0",
+        "self.behind[trial.number] + behind",
+        ("tests/test_race_at_end.py::test_the_last_trials_race_the_best",),
+    ),
+    Planted(
         "search: failure rate of all n_trials",
         "search/optuna_source.py",
         "self.max_failure_rate * self.planned",

@@ -57,6 +57,8 @@ class OptunaSource:
         self.timeout = settings.timeout
         self.running: dict[int, optuna.trial.Trial] = {}
         self.reported: dict[int, set[int]] = {}  # steps each running trial reported
+        # Each running trial's reports in a row behind the best's, in the race at the end.
+        self.behind: dict[int, int] = {}
         self.ended_now = 0
         self.failed_now = 0
         self.timed_out = False
@@ -64,6 +66,8 @@ class OptunaSource:
         # Optuna prunes single objectives only; NopPruner never prunes.
         nop = isinstance(study.pruner, optuna.pruners.NopPruner)
         self.judges = self.n_objectives == 1 and not nop
+        self.race_at_end = settings.race_at_end
+        self.maximize = study.directions[0] is optuna.study.StudyDirection.MAXIMIZE
         self.notices = once_per_sweep(log)
 
     # -- JobSource --------------------------------------------------------------------------
@@ -77,6 +81,7 @@ class OptunaSource:
         trial.set_user_attr(OWNER, self.owner)
         self.running[trial.number] = trial
         self.reported[trial.number] = set()
+        self.behind[trial.number] = 0
         values = {name: trial.params[name] for name in self.space.params}
         overrides = self.space.overrides(values)
         if self.extend is not None:  # define-by-run: its suggestions become overrides
@@ -114,13 +119,31 @@ class OptunaSource:
                 self.notices.warn("report", f"trial {trial.number}: report ignored: {err}")
                 return False
             steps.add(step)
-        return bool(trial.should_prune())
+            behind = self._behind_best(step, value)
+            self.behind[trial.number] = self.behind[trial.number] + 1 if behind else 0
+        lost = 0 < self.race_at_end <= self.behind[trial.number]
+        return lost or bool(trial.should_prune())
+
+    def _behind_best(self, step: int, value: float) -> bool:
+        """The race at the search's end (race_at_end): once no trial is left to ask (all
+        asked, or the timeout passed), a pruned trial's slot goes to no one and the search ends
+        when its last trial does; whether this report is behind the best completed trial's."""
+        if not (self.race_at_end and self.judges) or self.remaining() > 0:
+            return False
+        try:
+            best = self.study.best_trial.intermediate_values
+        except ValueError:  # no trial has completed yet
+            return False
+        if step not in best:
+            return False
+        return value < best[step] if self.maximize else value > best[step]
 
     def ended(self, key: Hashable, end: JobEnd) -> None:
         trial = self.running.pop(key, None)  # type: ignore[call-overload]
         if trial is None:
             return
         steps = self.reported.pop(trial.number)
+        self.behind.pop(trial.number)
         if end.status is Status.INTERRUPTED:
             # Failed in the study (a storage keeps no RUNNING trial), marked to run again.
             trial.set_user_attr(INTERRUPTED, True)

@@ -76,6 +76,7 @@ def parse_settings(given: Mapping[str, Any], summary_mode: str | None = None) ->
         SWEEPER.whole("patience", s.patience, 0, "patience=3")
     if not (is_number(s.min_delta) and s.min_delta >= 0):
         raise fail("min_delta", s.min_delta, "must be a number >= 0", "min_delta=0.01")
+    SWEEPER.whole("race_at_end", s.race_at_end, 0, "race_at_end=3")
     if len(directions) > 1 and (s.pruner != "none" or s.patience is not None):
         raise fail(
             "pruner",
