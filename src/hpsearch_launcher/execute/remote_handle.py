@@ -5,11 +5,12 @@ stderr there, and no process of its own on this machine)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, wait
 from pathlib import Path
 
 from .. import contract
@@ -18,6 +19,8 @@ from .backend import JobSpec
 from .job.remote import RemoteTicket
 from .log_tail import file_tail, last_error_line
 from .payload import sweep_sys_path
+
+log = logging.getLogger("hpsearch.launcher")
 
 # Variables the cluster sets per job itself (the GPUs it gave it), or meaningless off this
 # machine: not shipped with a job.
@@ -87,3 +90,11 @@ class RemoteHandle:
 
     def pids(self) -> list[int]:
         return []  # its process may be on another machine: the cluster owns it
+
+
+def wait_ended(outcomes: Sequence[Future[Outcome]], what: str, seconds: float) -> None:
+    """Wait up to `seconds` for cancelled jobs' outcomes (`what` they are, in the cluster's
+    words: "Ray tasks", "SLURM jobs"); say in one line how many did not end by then."""
+    _, left = wait(outcomes, timeout=seconds)
+    if left:
+        log.warning("hpsearch: %d cancelled %s did not end within %gs", len(left), what, seconds)

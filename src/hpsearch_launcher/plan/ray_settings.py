@@ -1,8 +1,5 @@
 """hydra.launcher.ray: the Ray backend's own settings, checked before any job starts. Pure:
-no Ray. plan/backends.py names this dataclass and parser for the backend's nested section.
-
-No `from __future__ import annotations`: OmegaConf reads RaySettings' annotations as types
-(launcher_conf.py derives Hydra's config class from it)."""
+no Ray. plan/backends.py names this dataclass and parser for the backend's nested section."""
 
 import re
 from collections.abc import Mapping

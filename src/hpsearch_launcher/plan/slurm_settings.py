@@ -1,10 +1,7 @@
 """hydra.launcher.slurm (or, with hydra/launcher=hpsearch_slurm, hydra.launcher itself): the
 SLURM backend's settings, hydra-submitit-launcher's SlurmQueueConf keys with their meaning,
 checked before anything is submitted. Pure: no submitit, no SLURM. What a key cannot mean here
-(a job of several processes, a sweep that does not wait) is refused in one line.
-
-No `from __future__ import annotations`: OmegaConf reads SlurmSettings' annotations as types
-(launcher_conf.py derives Hydra's config class from it)."""
+(a job of several processes, a sweep that does not wait) is refused in one line."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field

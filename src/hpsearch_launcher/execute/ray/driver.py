@@ -27,7 +27,7 @@ from ...plan.settings import LauncherSettings, LauncherSettingsError
 from ...plan.slots import CPU
 from ..backend import Ahead, Execution, JobHandle, JobSpec
 from ..job.remote import write_mark
-from ..remote_handle import RemoteJobs
+from ..remote_handle import RemoteJobs, wait_ended
 from .handle import RayHandle, first_line
 from .worker import run_on_node
 
@@ -81,16 +81,10 @@ class RayBackend:
     def end(self, handles: Sequence[JobHandle], grace: float) -> None:
         """Cancel the tasks (Ray kills their workers: a running task cannot be asked to stop
         first), and wait until Ray says each is gone."""
-        from concurrent.futures import wait
-
         ours = [h for h in handles if isinstance(h, RayHandle)]
         for handle in ours:
             self.ray.cancel(handle.ref, force=True)
-        _, left = wait([h.outcome for h in ours], timeout=END_WAIT_S)
-        if left:
-            log.warning(
-                "hpsearch: %d cancelled Ray tasks did not end within %gs", len(left), END_WAIT_S
-            )
+        wait_ended([h.outcome for h in ours], "Ray tasks", END_WAIT_S)
 
     def close(self) -> None:
         self.jobs.close()

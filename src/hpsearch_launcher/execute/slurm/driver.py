@@ -17,7 +17,6 @@ import logging
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from ...plan.slots import CPU
 from ...plan.slurm_settings import asks_gpus, slurm_of
 from ..backend import Adoption, Ahead, Execution, JobHandle, JobSpec
 from ..job.remote import kept_mark
-from ..remote_handle import RemoteJobs
+from ..remote_handle import RemoteJobs, wait_ended
 from .adopt import Adoptions
 from .handle import SlurmHandle
 from .ledger import Entry, Ledger
@@ -136,11 +135,7 @@ class SlurmBackend:
             handle.cancelled = True
         scancel([h.job_id for h in ours])
         self.watcher.poll_now()
-        _, left = wait([h.outcome for h in ours], timeout=END_WAIT_S)
-        if left:
-            log.warning(
-                "hpsearch: %d cancelled SLURM jobs did not end within %gs", len(left), END_WAIT_S
-            )
+        wait_ended([h.outcome for h in ours], "SLURM jobs", END_WAIT_S)
 
     def close(self) -> None:
         self.adoptions_over()
