@@ -5,6 +5,7 @@ what earlier runs left (results.csv, a storage with trials left running) continu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 from optuna.trial import TrialState
 
-from hpsearch_launcher.contract import REPORTS_FILE
+from hpsearch_launcher.contract import END_FILE, REPORTS_FILE
 from hpsearch_launcher.outcome import Status
 from hpsearch_launcher.record.table import FILENAME, ResultsTable
 from hpsearch_launcher.search.history import INTERRUPTED, OWNER, RERUN_OF, ROW_ONLY
@@ -331,6 +332,30 @@ def test_resume_from_results_csv(tmp_path: Path) -> None:
     assert first.key == 9  # trial 9, as its job will be: one trial per row before it
     assert src.ask() is not None
     assert src.ask() is None
+
+
+def test_what_a_killed_run_left_unrecorded_is_asked_first_ends_then_trials_in_flight(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of a search in memory: its study dies, its run dirs stay. The ends it never
+    recorded are asked first (each adopted from its dir), then the trials it left in flight
+    (Hydra's .hydra/overrides.yaml, no end: taken up where SLURM still runs them, else run
+    again), then the interrupted rows: none lost, none asked twice, n_trials kept."""
+    write_results(tmp_path, [{"x": 3, "status": "completed", "ret": 3.0}])
+    for name, began in (("x=6", 2.0), ("x=5", 1.0)):  # in the order they began: 5, then 6
+        hydra = tmp_path / name / ".hydra"
+        hydra.mkdir(parents=True)
+        (hydra / "overrides.yaml").write_text(f"- {name}\n")
+        os.utime(hydra / "overrides.yaml", (began, began))
+    ended = tmp_path / "x=7"
+    ended.mkdir()
+    (ended / END_FILE).write_text(json.dumps({"return": 7.0, "overrides": ["x=7"]}))
+    (tmp_path / "x=8" / ".hydra").mkdir(parents=True)  # began, its file cut by the kill
+    (tmp_path / "x=8" / ".hydra" / "overrides.yaml").write_text("- x=8\n- [")
+    src = source(tmp_path, "x=range(0,10)", n_trials=5, direction="maximize")
+    asked = [values_of(a)["x"] for a in iter(src.ask, None)]
+    assert asked[:3] == ["7", "5", "6"]  # x=8's cut file names no overrides: not among them
+    assert len(asked) == 4  # 5 trials: one told from its row, four asked
 
 
 def test_a_resumed_searchs_trial_numbers_are_its_job_numbers(tmp_path: Path) -> None:

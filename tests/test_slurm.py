@@ -468,16 +468,25 @@ def test_after_kill_9_the_same_command_adopts_what_was_left(
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("cluster")  # its own jobs, told by the ledger
-def test_after_kill_9_a_search_with_a_storage_adopts_its_running_trials(
-    runner: Runner, marks: Path, tmp_path: Path
+@pytest.mark.parametrize("storage", ["sqlite", "memory"])
+def test_after_kill_9_a_search_adopts_its_running_trials(
+    runner: Runner, marks: Path, tmp_path: Path, storage: str
 ) -> None:
-    """The study held the killed run's trials RUNNING: the rerun fails them and asks their
-    values again, and those jobs adopt the SLURM jobs still running, not run them again."""
-    url = f"sqlite:///{tmp_path / 'study.db'}"
+    """A storage held the killed run's trials RUNNING: the rerun fails them and asks their
+    values again; in memory the study died with the run, and the rerun asks first the trials
+    it left in flight (their run dirs tell). Either way those jobs adopt the SLURM jobs still
+    running, not run them again."""
+    study = (
+        [
+            f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}",
+            "hydra.sweeper.study_name=probe",
+        ]
+        if storage == "sqlite"
+        else []
+    )
     args = runner.probe_sweep(
         marks, "hydra/sweeper=hpsearch", "hydra.sweeper.direction=maximize", "x=range(0,100)",
-        "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=2", f"hydra.sweeper.storage={url}",
-        "hydra.sweeper.study_name=probe", "gate=true", *SLURM,
+        "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=2", *study, "gate=true", *SLURM,
         "hydra.launcher.slurm.array_parallelism=2",
     )  # fmt: skip
     sweep = runner.popen(args)

@@ -13,7 +13,7 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
-from conftest import Runner, assert_one_pruning_story, read_records, wait_no_tagged
+from conftest import Runner, assert_one_pruning_story, read_records, wait_for, wait_no_tagged
 
 from hpsearch_launcher.search.algorithms import make_sampler
 from hpsearch_launcher.search.settings import parse_settings
@@ -194,6 +194,32 @@ def test_an_interrupted_trial_runs_again_with_the_same_values(
     assert starts(marks)[:2] == [held, held]  # run again first, with its values
     frame = results(tmp_path)
     assert list(frame["status"]) == ["superseded", "completed", "completed", "completed"]
+
+
+def test_a_trial_a_killed_sweep_left_in_flight_runs_again_first_in_memory(
+    runner: Runner, marks: Path, tmp_path: Path
+) -> None:
+    """SIGKILL after trial 0 ended, during trial 1: the study in memory dies with the sweep,
+    trial 1's run dir stays (Hydra's .hydra/overrides.yaml, no end). The rerun (its sampler
+    told trial 0, so drawing anew) asks trial 1's values first, not a new draw."""
+    args = runner.probe_sweep(
+        marks, *SEARCH, "hydra.sweeper.sampler.seed=3", "hydra.sweeper.n_trials=3",
+        "hydra.launcher.n_jobs=1", "gate=true",
+    )  # fmt: skip
+    sweep = runner.popen(args)  # each job waits, before it ends, for marks/go-<its num>
+    wait_for(marks / "start-0")
+    (marks / "go-0").touch()
+    wait_for(marks / "start-1")
+    sweep.kill()
+    sweep.communicate()
+    assert wait_no_tagged(runner.tag, within=10) == []
+    for num in range(1, 4):
+        (marks / f"go-{num}").touch()
+    done = runner.run(args)
+    assert done.returncode == 0, done.stdout
+    _, held, *rest = starts(marks)
+    assert rest[:1] == [held], starts(marks)  # run again first, with its values
+    assert list(results(tmp_path)["status"]) == ["completed"] * 3, done.stdout
 
 
 def test_a_storage_fails_and_reruns_the_trial_of_a_killed_sweep(

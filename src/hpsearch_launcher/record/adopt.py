@@ -13,7 +13,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
+
+import yaml
 
 from ..contract import END_FILE
 from ..plan.jobs import Job, sweep_dir
@@ -21,6 +23,8 @@ from ..plan.naming import suffixed
 from .superseded import FOLDER
 
 log = logging.getLogger("hpsearch.launcher")
+# Where Hydra writes a job's overrides as the job begins (hydra.output_subdir, its default).
+HYDRA_OVERRIDES = Path(".hydra") / "overrides.yaml"
 
 
 @dataclass(frozen=True)
@@ -51,20 +55,27 @@ class Adopter:
                 return Adopted(path, end.get("return"), (path / END_FILE).stat().st_mtime)
         return None
 
-    def unrecorded(self, sweep_dir: Path) -> list[list[str]]:
-        """The overrides of each end, in the order they ended, that a killed run left in a run
-        dir of `sweep_dir` no row names: a search whose study died with that run (in memory)
-        asks them first again, so that they are adopted, neither lost nor run twice."""
+    def unrecorded(self, sweep_dir: Path) -> tuple[list[list[str]], list[list[str]]]:
+        """The overrides of each attempt a killed run left in a run dir of `sweep_dir` no row
+        names: those that ended, in the order they ended, and those it left in flight (begun:
+        Hydra wrote the job's .hydra/overrides.yaml; no end), in the order they began. A
+        search whose study died with that run (in memory) asks them first again: an end is
+        adopted, an attempt in flight taken up where the backend's cluster still runs it
+        (SLURM), else run again: none lost, none run twice."""
         named = self._named_dirs()
         ends: list[tuple[float, list[str]]] = []
+        begun: list[tuple[float, list[str]]] = []
         for path in sorted(sweep_dir.iterdir()) if sweep_dir.is_dir() else ():
             if not path.is_dir() or path.resolve() in named:
                 continue
             end = read_end(path)
-            overrides = end.get("overrides") if end is not None else None
-            if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
-                ends.append(((path / END_FILE).stat().st_mtime, overrides))
-        return [overrides for _, overrides in sorted(ends, key=lambda end: end[0])]
+            if end is not None:
+                overrides = end.get("overrides")
+                if _is_overrides(overrides):
+                    ends.append(((path / END_FILE).stat().st_mtime, overrides))
+            elif (overrides := _begun(path)) is not None:
+                begun.append(((path / HYDRA_OVERRIDES).stat().st_mtime, overrides))
+        return _in_order(ends), _in_order(begun)
 
     def claimed(self, path: Path) -> None:
         """A job of this run took `path`: its end is this run's to record, never adopted."""
@@ -115,3 +126,21 @@ def read_end(path: Path) -> dict[str, Any] | None:
         log.warning("hpsearch: %s is cut or unreadable (%s): that job runs again", path, err)
         return None
     return data if isinstance(data, dict) else None
+
+
+def _is_overrides(value: Any) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(o, str) for o in value)
+
+
+def _begun(path: Path) -> list[str] | None:
+    """The overrides of the job that began in run dir `path`, as Hydra wrote them; None if
+    none began there (or Hydra's file is not a list of overrides)."""
+    try:
+        overrides = yaml.safe_load((path / HYDRA_OVERRIDES).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return overrides if _is_overrides(overrides) else None
+
+
+def _in_order(found: list[tuple[float, list[str]]]) -> list[list[str]]:
+    return [overrides for _, overrides in sorted(found, key=lambda item: item[0])]

@@ -71,25 +71,29 @@ def started_elsewhere(study: optuna.Study) -> int:
 def replay_results(study: optuna.Study, space: SearchSpace, sweep_dir: Path) -> None:
     """Tell a fresh in-memory study the trials of the sweep dir's results.csv, one per row in
     job order (a row that is no trial holds its place), so that trial N is job N; queue the
-    values of the interrupted ones, and of ends a killed run left unrecorded, to run again."""
+    values of the interrupted ones, and of the attempts a killed run left unrecorded (ended,
+    or in flight), to run again."""
     table = ResultsTable.load(sweep_dir)
     told, again, skipped = _told(table, space, len(study.directions))
-    # Ends the killed run left unrecorded: asked first, each is adopted from its run dir.
-    ended = [
-        p for o in Adopter(table.rows).unrecorded(sweep_dir) if (p := override_params(space, o))
-    ]
+    # What the killed run left unrecorded, asked first: each end is adopted from its run dir,
+    # each attempt in flight taken up where a cluster still runs it, else run again.
+    ended, begun = (
+        [p for o in found if (p := override_params(space, o))]
+        for found in Adopter(table.rows).unrecorded(sweep_dir)
+    )
     study.add_trials(told)
-    for params in [*ended, *again]:  # after: numbered on from the rows, as their jobs are
+    for params in [*ended, *begun, *again]:  # after: numbered on from the rows, as their jobs
         study.enqueue_trial(params)
     real = sum(not t.user_attrs.get(ROW_ONLY) for t in told)
-    if real or again or skipped or ended:
+    if real or again or skipped or ended or begun:
         log.info(
             "hpsearch: resumed the search from %s: %s told to the study, %s to run again, "
-            "%s to adopt%s",
+            "%s to adopt, %s to take up or run again%s",
             table.path,
             counted(real, "trial"),
             counted(len(again), "interrupted one"),
             counted(len(ended), "unrecorded end"),
+            counted(len(begun), "trial a killed run left in flight"),
             f"; {skipped} rows outside this search space left out" if skipped else "",
         )
 
