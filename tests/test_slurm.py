@@ -472,10 +472,11 @@ def test_after_kill_9_the_same_command_adopts_what_was_left(
 def test_after_kill_9_a_search_adopts_its_running_trials(
     runner: Runner, marks: Path, tmp_path: Path, storage: str
 ) -> None:
-    """A storage held the killed run's trials RUNNING: the rerun fails them and asks their
-    values again; in memory the study died with the run, and the rerun asks first the trials
-    it left in flight (their run dirs tell). Either way those jobs adopt the SLURM jobs still
-    running, not run them again."""
+    """Trial 0 ended, 1 and 2 run when the sweep is killed. A storage held them RUNNING: the
+    rerun fails them and asks their values again; in memory the study died with the run, and
+    the rerun (its sampler told trial 0, so drawing anew) asks first the trials it left in
+    flight (their run dirs tell). Either way those jobs adopt the SLURM jobs still running,
+    not run them again."""
     study = (
         [
             f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}",
@@ -486,11 +487,13 @@ def test_after_kill_9_a_search_adopts_its_running_trials(
     )
     args = runner.probe_sweep(
         marks, "hydra/sweeper=hpsearch", "hydra.sweeper.direction=maximize", "x=range(0,100)",
-        "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=2", *study, "gate=true", *SLURM,
+        "hydra.sweeper.sampler.seed=2", "hydra.sweeper.n_trials=3", *study, "gate=true", *SLURM,
         "hydra.launcher.slurm.array_parallelism=2",
     )  # fmt: skip
-    sweep = runner.popen(args)
+    sweep = runner.popen(args)  # each job waits, before it ends, for marks/go-<its num>
     wait_for(marks / "start-0", marks / "start-1")
+    (marks / "go-0").touch()
+    wait_for(marks / "start-2")  # trial 0 recorded, its slot given to trial 2
     sweep.kill()
     sweep.communicate()
     again = runner.popen(args)
@@ -500,16 +503,16 @@ def test_after_kill_9_a_search_adopts_its_running_trials(
     try:
         wait_until(lambda: sum("adopted: SLURM job" in ln for ln in lines) == 2, 60, "adoption")
     finally:  # the jobs wait for their gates: opened whatever happened, nothing left behind
-        for num in (0, 1):
+        for num in range(1, 5):
             (marks / f"go-{num}").touch()
         again.wait(timeout=120)
     reader.join(timeout=10)
     out = "".join(lines)
     assert again.returncode == 0, out
     rows = results(tmp_path)
-    assert list(rows["status"]) == ["completed"] * 2 and set(rows["attempts"]) == {1}, out
-    assert len((marks / "starts.log").read_text().split()) == 2  # each trial's job ran once
-    assert len([d for d in (tmp_path / "sweep" / ".submitit").iterdir() if d.is_dir()]) == 2
+    assert list(rows["status"]) == ["completed"] * 3 and set(rows["attempts"]) == {1}, out
+    assert len((marks / "starts.log").read_text().split()) == 3  # each trial's job ran once
+    assert len([d for d in (tmp_path / "sweep" / ".submitit").iterdir() if d.is_dir()]) == 3
 
 
 @pytest.mark.slow
