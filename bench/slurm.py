@@ -20,6 +20,9 @@ Contenders:
   hpsearch             hydra/launcher=hpsearch_slurm hydra/sweeper=hpsearch (trials asked as
                        slots free), hydra.launcher.array_parallelism=8
   hpsearch hyperband   the same with hydra.sweeper.pruner=hyperband (hpsearch's defaults)
+  hpsearch hyperband no liar
+                       the same, TPE without Optuna's constant_liar (hpsearch's default since
+                       the 14:29 run: running trials count as bad guesses in TPE's model)
   submitit optuna      hydra/launcher=submitit_slurm hydra/sweeper=optuna, n_jobs=8 trials a
                        batch, array_parallelism=8; no pruning (Hydra's sweeper has none). In
                        its own venv, .venv-bench-submitit (Hydra's Optuna sweeper pins
@@ -156,6 +159,9 @@ def submitit_optuna(work: Path) -> dict[str, float]:
 CONTENDERS = {
     "hpsearch": lambda work: hpsearch(work),
     "hpsearch hyperband": lambda work: hpsearch(work, "hydra.sweeper.pruner=hyperband"),
+    "hpsearch hyperband no liar": lambda work: hpsearch(
+        work, "hydra.sweeper.pruner=hyperband", "+hydra.sweeper.sampler.constant_liar=false"
+    ),
     "submitit optuna": submitit_optuna,
 }
 

@@ -4,6 +4,7 @@ value one line that names it, the rule and a fix."""
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,17 @@ def test_a_bad_setting_is_one_line(given: dict[str, Any], message: str) -> None:
 )
 def test_samplers(given: dict[str, Any], kind: type) -> None:
     assert type(make_sampler(parse_settings(given), grid={"x": [1, 2]})) is kind
+
+
+def test_tpe_counts_running_trials_as_bad_guesses_unless_told_otherwise() -> None:
+    """Trials run at once, asked as slots free: TPE's constant_liar by default (no warning,
+    whatever Optuna calls it), the user's own value kept."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = make_sampler(parse_settings({"sampler": sampler("tpe", seed=1)}))
+    assert isinstance(made, optuna.samplers.TPESampler) and made._constant_liar
+    told = parse_settings({"sampler": sampler("tpe", constant_liar=False)})
+    assert not make_sampler(told)._constant_liar
 
 
 def test_a_seeded_sampler_repeats_its_choices() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,12 @@ SAMPLER_NEEDS = {
     "gp": "torch",  # Optuna >= 3.6; its Gaussian process runs on PyTorch
     "qmc": "scipy",
 }
+
+
+# TPE's own default here (issue 48; docs/search.md): trials run at once and are asked as slots
+# free, so TPE counts the running ones as bad guesses (Optuna's advice for parallel searches)
+# and does not ask again near them; hydra.sweeper.sampler.constant_liar=false turns it off.
+LIAR = "constant_liar"
 
 
 def make_sampler(
@@ -48,6 +55,11 @@ def make_sampler(
     if choice.seed is not None:
         settled["seed"] = choice.seed + seed_offset
     args = {k: _instantiated(v) for k, v in choice.args.items()}
+    if class_name == "TPESampler" and LIAR not in args:
+        settled[LIAR] = True
+        with warnings.catch_warnings():  # ours to choose: Optuna < 5 calls it experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return _make(cls, args, "sampler", chosen, settled)
     return _make(cls, args, "sampler", chosen, settled)
 
 
