@@ -40,6 +40,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -124,11 +125,13 @@ def search_args(out: Path, python: str, *extra: str) -> list[str]:
     ]
 
 
-def hydra_optuna_python() -> str:
+def hydra_optuna_python(venv: Path | None = None) -> str:
+    """The python of Hydra's Optuna sweeper's venv (tests/hydra_optuna_venv.py: its own
+    .venv-hydra-optuna, or `venv`), made if missing."""
     sys.path.insert(0, str(REPO / "tests"))
-    from hydra_optuna_venv import make_venv
+    from hydra_optuna_venv import VENV, make_venv
 
-    return str(make_venv())  # its python
+    return str(make_venv(venv or VENV))
 
 
 def run_hpsearch(work: Path, *extra: str, args: list[str] | None = None) -> dict[str, float]:
@@ -282,20 +285,39 @@ CONTENDERS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--contenders", nargs="*", default=list(CONTENDERS))
-    args = parser.parse_args()
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {SLOTS} slots")
+Contender = Callable[[Path], dict[str, float]]
+
+
+def contender_args(
+    doc: str, contenders: Mapping[str, Contender], repeats: int
+) -> argparse.Namespace:
+    """--repeats and --contenders (default: all), as a side-by-side bench takes them."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--contenders", nargs="*", default=list(contenders))
+    return parser.parse_args()
+
+
+def interleaved(
+    contenders: Mapping[str, Contender], names: list[str], repeats: int, prefix: str
+) -> dict[str, list[dict[str, float]]]:
+    """Each named contender `repeats` times, interleaved (the machine's noise hits all alike),
+    each run in a fresh work dir; each run's result printed as it ends."""
     results: dict[str, list[dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="hpsearch-search-") as tmp:
-        for repeat in range(args.repeats):  # interleaved: the machine's noise hits all alike
-            for name in args.contenders:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for repeat in range(repeats):
+            for name in names:
                 work = Path(tmp) / f"{name.replace(' ', '-')}-{repeat}"
                 work.mkdir()
-                results.setdefault(name, []).append(CONTENDERS[name](work))
+                results.setdefault(name, []).append(contenders[name](work))
                 print(f"{name} #{repeat}: {json.dumps(results[name][-1])}", flush=True)
+    return results
+
+
+def main() -> None:
+    args = contender_args(__doc__, CONTENDERS, 3)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {SLOTS} slots")
+    results = interleaved(CONTENDERS, args.contenders, args.repeats, "hpsearch-search-")
     print(
         "\n| contender | trials | makespan (s) | slot-s | utilisation | utilisation while trials "
         "remain | best objective | pruned | decision to free, max (s) |"

@@ -32,17 +32,15 @@ Contenders:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import yaml
+from search import contender_args, hydra_optuna_python, interleaved
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "bench" / "apps" / "curve.py"
@@ -56,15 +54,12 @@ WORKLOAD = ["epochs=10", "epoch_s=0.5"]
 def submitit_python() -> str:
     """Hydra's Optuna sweeper's venv (tests/hydra_optuna_venv.py) with hydra-submitit-launcher
     installed too; its python."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from hydra_optuna_venv import make_venv
-
-    python = make_venv(VENV)
-    probe = [str(python), "-c", "import hydra_plugins.hydra_submitit_launcher"]
+    python = hydra_optuna_python(VENV)
+    probe = [python, "-c", "import hydra_plugins.hydra_submitit_launcher"]
     if subprocess.run(probe, capture_output=True).returncode != 0:
-        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
+        install = [sys.executable, "-m", "pip", "--python", python, "install", "-q"]
         subprocess.run([*install, "hydra-submitit-launcher>=1.2,<1.3"], check=True)
-    return str(python)
+    return python
 
 
 def command(python: str, out: Path, *extra: str) -> list[str]:
@@ -167,20 +162,10 @@ CONTENDERS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--contenders", nargs="*", default=list(CONTENDERS))
-    args = parser.parse_args()
+    args = contender_args(__doc__, CONTENDERS, 2)
     load = os.getloadavg()[0]
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {load:.1f}")
-    results: dict[str, list[dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="hpsearch-slurm-bench-") as tmp:
-        for repeat in range(args.repeats):  # interleaved: the machine's noise hits all alike
-            for name in args.contenders:
-                work = Path(tmp) / f"{name.replace(' ', '-')}-{repeat}"
-                work.mkdir()
-                results.setdefault(name, []).append(CONTENDERS[name](work))
-                print(f"{name} #{repeat}: {json.dumps(results[name][-1])}", flush=True)
+    results = interleaved(CONTENDERS, args.contenders, args.repeats, "hpsearch-slurm-bench-")
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
     print(
         "\n| contender | wall (s), each run | median | best value, each run | SLURM jobs | "

@@ -55,12 +55,12 @@ def make_sampler(
     if choice.seed is not None:
         settled["seed"] = choice.seed + seed_offset
     args = {k: _instantiated(v) for k, v in choice.args.items()}
-    if class_name == "TPESampler" and LIAR not in args:
-        settled[LIAR] = True
-        with warnings.catch_warnings():  # ours to choose: Optuna < 5 calls it experimental
+    with warnings.catch_warnings():
+        if class_name == "TPESampler" and LIAR not in args:
+            settled[LIAR] = True
+            # Ours to choose, so not the user's warning: Optuna < 5 calls it experimental.
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return _make(cls, args, "sampler", chosen, settled)
-    return _make(cls, args, "sampler", chosen, settled)
+        return _make(cls, args, "sampler", chosen, settled)
 
 
 def _refused(chosen: str, rule: str) -> SearchSettingsError:
