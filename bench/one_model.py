@@ -22,7 +22,7 @@ grid and every batch and width.
 
 Contenders (side by side, in one run, in the order given):
   search           8 simulated GPUs x jobs_per_gpu=4, hyperband with hpsearch's defaults
-  no race          the same search with hydra.sweeper.race_at_end=0: its last trials run on
+  no race          the same search with hydra.sweeper.race=0: only the pruner stops trials
   1 gpu x4         the same search on 1 simulated GPU x 4
   8 gpus x1        the same search on 8 simulated GPUs x 1
   optuna brackets  the search with Optuna's own HyperbandPruner defaults (min_resource=1,
@@ -61,12 +61,14 @@ SPACE = {
 sys.path.insert(0, str(APP.parent))
 from model_curve import clean  # noqa: E402
 
-# The workload's shapes (--curve): model_curve.yaml's (a), and another (b: its best lr 5x
-# higher, slow learners, so early epochs rank trials further from their last, twice the noise,
-# shorter epochs), given to the app as overrides, to the search and to the best alone alike.
+# The workload's shapes (--curve): model_curve.yaml's (a), and others, given to the app as
+# overrides, to the search and to the best alone alike: b, its best lr 5x higher, slow
+# learners, so early epochs rank trials further from their last, twice the noise, shorter
+# epochs; c, its best lr 4x lower (the small lrs that learn slowly win), longer epochs.
 CURVES = {
     "a": {"peak": 2e-3, "pace": 2.0, "noise": 0.005, "epoch_s": 0.8},
     "b": {"peak": 1e-2, "pace": 5.0, "noise": 0.01, "epoch_s": 0.6},
+    "c": {"peak": 5e-4, "pace": 3.0, "noise": 0.007, "epoch_s": 1.0},
 }
 
 
@@ -88,7 +90,7 @@ OPTUNA_BRACKETS = [
     "+hydra.sweeper.pruner_args.min_resource=1",
     "+hydra.sweeper.pruner_args.max_resource=auto",
 ]
-NO_RACE = ["hydra.sweeper.race_at_end=0"]  # the last trials run on, as before issue 49's
+NO_RACE = ["hydra.sweeper.race=0"]  # only the pruner stops trials, as before issue 49's race
 
 
 def run_search(

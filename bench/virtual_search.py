@@ -2,8 +2,9 @@
 
     python bench/virtual_search.py                                # hpsearch's hyperband defaults
     python bench/virtual_search.py --pruner-args reduction_factor=4 bootstrap_count=16
-    python bench/virtual_search.py --race-at-end 0                # the last trials run on
+    python bench/virtual_search.py --race 0                       # only the pruner stops
     python bench/virtual_search.py --curve b --seeds 0 1 2 3 4
+    python bench/virtual_search.py --curve c --seeds $(seq 0 29)   # a third curve, 30 seeds
 
 The sweep's own OptunaSource (open_search: its TPE sampler, seeded, and the pruner its settings
 make) drives 256 trials of model_curve's curves and epoch times on 32 slots, with a clock that
@@ -85,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pruner", default="hyperband")
     parser.add_argument("--pruner-args", nargs="*", default=[], help="key=value ...")
-    parser.add_argument("--race-at-end", type=int, default=3, help="0: the last trials run on")
+    parser.add_argument("--race", type=int, default=3, help="0: only the pruner stops trials")
     parser.add_argument("--curve", choices=CURVES, default="a")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--slots", type=int, default=32)
@@ -95,16 +96,21 @@ def main() -> None:
     args = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in a.pruner_args)}
     curve = CURVES[a.curve]
     top = space_best(curve["peak"], curve["pace"])
-    given = {"pruner": a.pruner, "pruner_args": args, "race_at_end": a.race_at_end}
+    given = {"pruner": a.pruner, "pruner_args": args, "race": a.race}
     runs = [search(given, s, curve, a.slots, a.start_s) for s in a.seeds]
     for seed, r in zip(a.seeds, runs, strict=True):
         print(
             f"seed {seed}: {r['wall']:.1f} s, ratio {r['ratio']:.2f}x, "
             f"gap {top - r['found']:.4f}, epochs {r['epochs']}"
         )
-    median = statistics.median(r["ratio"] for r in runs)
-    worst = max(top - r["found"] for r in runs)
-    print(f"{given} curve {a.curve}: median {median:.2f}x, worst gap {worst:.4f}")
+    ratios = [r["ratio"] for r in runs]
+    gaps = [top - r["found"] for r in runs]
+    print(
+        f"{given} curve {a.curve}: median {statistics.median(ratios):.2f}x, mean "
+        f"{statistics.mean(ratios):.2f}x, {sum(x <= 1.5 for x in ratios)} of {len(runs)} at "
+        f"or under 1.5x; gap mean {statistics.mean(gaps):.4f}, worst {max(gaps):.4f}, "
+        f"{sum(g > 0.02 for g in gaps)} over 0.02"
+    )
 
 
 if __name__ == "__main__":

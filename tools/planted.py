@@ -94,7 +94,14 @@ ISSUE_30 = (
         "search/optuna_source.py",
         "self.behind[trial.number] + 1 if behind else 0",
         "self.behind[trial.number] + behind",
-        ("tests/test_race_at_end.py::test_the_last_trials_race_the_best",),
+        ("tests/test_race.py::test_the_last_trials_race_the_best",),
+    ),
+    Planted(
+        "search: the race's rival need not have gone past the step",
+        "search/optuna_source.py",
+        "and self.furthest[n] > step",
+        "",
+        ("tests/test_race.py::test_a_running_trial_level_is_no_rival",),
     ),
     Planted(
         "search: failure rate of all n_trials",

@@ -41,10 +41,11 @@ class SearchSettings:
     patience: Optional[int] = None  # noqa: UP045
     # With patience: the least change that counts as an improvement.
     min_delta: float = 0.0
-    # With a pruner, once no trial is left to ask (nothing waits for a slot): stop a trial
-    # after this many reports in a row behind the best completed trial's at the same steps
-    # (0: off, the last trials run on).
-    race_at_end: int = 3
+    # With a pruner: stop a trial after this many reports in a row behind the lead at the
+    # same steps, the best completed trial's or a running trial's that has gone further;
+    # from a third of a trial's way on, and once no trial is left to ask, from its first
+    # report (0: off, only the pruner stops trials).
+    race: int = 3
     # Where the study lives: null (memory; a resumed run reads results.csv), an RDB URL
     # (sqlite:///study.db), or a journal file (a path ending in .log).
     storage: Optional[str] = None  # noqa: UP045

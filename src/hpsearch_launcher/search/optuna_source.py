@@ -26,6 +26,10 @@ from .space import SearchSpace
 
 log = logging.getLogger("hpsearch.sweeper")
 
+# The race (settings' `race`): how far along a trial's way, the best completed trial's steps,
+# its reports start racing while trials are still to be asked (issue 49; docs/search.md).
+RACE_FROM = 1 / 3
+
 # custom_search_space's function, bound to the sweep's config: suggests more values on a trial.
 Extend = Callable[[optuna.trial.Trial], object]
 
@@ -56,8 +60,9 @@ class OptunaSource:
         self.deadline = None if settings.timeout is None else clock() + settings.timeout
         self.timeout = settings.timeout
         self.running: dict[int, optuna.trial.Trial] = {}
-        self.reported: dict[int, set[int]] = {}  # steps each running trial reported
-        # Each running trial's reports in a row behind the best's, in the race at the end.
+        self.curves: dict[int, dict[int, float]] = {}  # each running trial's reports by step
+        self.furthest: dict[int, int] = {}  # each running trial's furthest step reported
+        # Each running trial's reports in a row behind the lead's, in the race.
         self.behind: dict[int, int] = {}
         self.ended_now = 0
         self.failed_now = 0
@@ -66,9 +71,15 @@ class OptunaSource:
         # Optuna prunes single objectives only; NopPruner never prunes.
         nop = isinstance(study.pruner, optuna.pruners.NopPruner)
         self.judges = self.n_objectives == 1 and not nop
-        self.race_at_end = settings.race_at_end
+        self.race = settings.race
         self.maximize = study.directions[0] is optuna.study.StudyDirection.MAXIMIZE
         self.notices = once_per_sweep(log)
+        # The best completed trial's reports (an earlier run's, in a resumed study), the
+        # race's lead: kept here, read from the study when a trial of this run completes.
+        self.lead: dict[int, float] = {}
+        self.lead_end = 0  # its furthest step
+        if self.judges and study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            self._lead(study.best_trial)
 
     # -- JobSource --------------------------------------------------------------------------
 
@@ -80,7 +91,7 @@ class OptunaSource:
         trial = self.study.ask(self.distributions)
         trial.set_user_attr(OWNER, self.owner)
         self.running[trial.number] = trial
-        self.reported[trial.number] = set()
+        self.curves[trial.number] = {}
         self.behind[trial.number] = 0
         values = {name: trial.params[name] for name in self.space.params}
         overrides = self.space.overrides(values)
@@ -111,38 +122,49 @@ class OptunaSource:
         trial = self.running.get(key)  # type: ignore[call-overload]
         if trial is None or self.n_objectives > 1:  # Optuna prunes single objectives only
             return False
-        steps = self.reported[trial.number]
-        if step not in steps:  # Optuna keeps a step's first value and warns about the rest
+        curve = self.curves[trial.number]
+        if step not in curve:  # Optuna keeps a step's first value and warns about the rest
             try:
                 trial.report(value, step)
             except (TypeError, ValueError) as err:
                 self.notices.warn("report", f"trial {trial.number}: report ignored: {err}")
                 return False
-            steps.add(step)
-            behind = self._behind_best(step, value)
+            curve[step] = value
+            self.furthest[trial.number] = max(step, self.furthest.get(trial.number, step))
+            behind = self._behind(trial.number, step, value)
             self.behind[trial.number] = self.behind[trial.number] + 1 if behind else 0
-        lost = 0 < self.race_at_end <= self.behind[trial.number]
+        lost = 0 < self.race <= self.behind[trial.number]
         return lost or bool(trial.should_prune())
 
-    def _behind_best(self, step: int, value: float) -> bool:
-        """The race at the search's end (race_at_end): once no trial is left to ask (all
-        asked, or the timeout passed), a pruned trial's slot goes to no one and the search ends
-        when its last trial does; whether this report is behind the best completed trial's."""
-        if not (self.race_at_end and self.judges) or self.remaining() > 0:
+    def _behind(self, number: int, step: int, value: float) -> bool:
+        """The race (`race`): whether this report of trial `number` is behind the lead at its
+        step, the best completed trial's report of that step or a running trial's that has
+        gone past it (and will end sooner). Once no trial is left to ask (all asked, or the
+        timeout passed), a slot a trial frees goes to no one and the search ends when its last
+        trial does: every report races. Before, while a freed slot starts a new trial, a
+        report races from RACE_FROM of a trial's way on (the steps of the best completed
+        trial: where trials end); the pruner alone judges the earlier ones."""
+        if not (self.race and self.judges):
             return False
-        try:
-            best = self.study.best_trial.intermediate_values
-        except ValueError:  # no trial has completed yet
+        if self.remaining() > 0 and not (self.lead and step >= (self.lead_end + 1) * RACE_FROM):
             return False
-        if step not in best:
+        rivals = [
+            c[step]
+            for n, c in self.curves.items()
+            if n != number and step in c and self.furthest[n] > step
+        ]
+        if step in self.lead:
+            rivals.append(self.lead[step])
+        if not rivals:
             return False
-        return value < best[step] if self.maximize else value > best[step]
+        return value < max(rivals) if self.maximize else value > min(rivals)
 
     def ended(self, key: Hashable, end: JobEnd) -> None:
         trial = self.running.pop(key, None)  # type: ignore[call-overload]
         if trial is None:
             return
-        steps = self.reported.pop(trial.number)
+        steps = self.curves.pop(trial.number)
+        self.furthest.pop(trial.number, None)
         self.behind.pop(trial.number)
         if end.status is Status.INTERRUPTED:
             # Failed in the study (a storage keeps no RUNNING trial), marked to run again.
@@ -212,9 +234,13 @@ class OptunaSource:
             if "Study.stop" not in str(err):
                 raise
 
+    def _lead(self, best: optuna.trial.FrozenTrial) -> None:
+        self.lead = dict(best.intermediate_values)
+        self.lead_end = max(self.lead, default=0)
+
     def _best(self, number: int, job_num: int) -> None:
-        if self.n_objectives == 1 and self.study.best_trial.number == number:
-            best = self.study.best_trial
+        if self.n_objectives == 1 and (best := self.study.best_trial).number == number:
+            self._lead(best)
             log.info(
                 "hpsearch: trial %d (job %d) is the best so far: %.6g (%s)",
                 number,

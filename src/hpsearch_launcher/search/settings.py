@@ -25,6 +25,7 @@ SAMPLER_TARGETS = {c._target_: name for name, c in SAMPLER_CONFIGS.items()} | {
 MOVED = {
     "seed": "hydra.sweeper.sampler.seed=123",
     "sampler_args": "hydra.sweeper.sampler.n_startup_trials=5 (the sampler's own fields)",
+    "race_at_end": "hydra.sweeper.race=3 (the race runs before the end too)",
 }
 # A pruner's name -> Optuna's class (search/algorithms.py makes it); "none" prunes nothing.
 PRUNER_CLASSES = {
@@ -76,7 +77,7 @@ def parse_settings(given: Mapping[str, Any], summary_mode: str | None = None) ->
         SWEEPER.whole("patience", s.patience, 0, "patience=3")
     if not (is_number(s.min_delta) and s.min_delta >= 0):
         raise fail("min_delta", s.min_delta, "must be a number >= 0", "min_delta=0.01")
-    SWEEPER.whole("race_at_end", s.race_at_end, 0, "race_at_end=3")
+    SWEEPER.whole("race", s.race, 0, "race=3")
     if len(directions) > 1 and (s.pruner != "none" or s.patience is not None):
         raise fail(
             "pruner",

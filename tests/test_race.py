@@ -1,7 +1,9 @@
-"""The race at a search's end (hydra.sweeper.race_at_end, issue 49): once no trial is left to
-ask, a running trial whose reports are behind the best completed trial's at the same steps,
-race_at_end (3) of them in a row, is pruned; before that, with it off, without a pruner or
-without a completed trial, only the pruner decides."""
+"""The race (hydra.sweeper.race, issue 49): a running trial whose reports are behind the lead
+at the same steps, `race` (3) of them in a row, is pruned; the lead is the best completed
+trial's report of the step, or a running trial's that has gone past that step. Every report
+races once no trial is left to ask; before, those from a third of a trial's way on (the best
+completed trial's steps). With it off, without a pruner or without a trial ahead, only the
+pruner decides."""
 
 from __future__ import annotations
 
@@ -61,7 +63,8 @@ def verdicts(src: OptunaSource, curve: list[float], others: int = 0) -> list[boo
         (2, 0, [0.45, 0.65, 0.65, 0.75, 0.85], [False] * 4 + [True]),  # ahead once: anew
         (2, 0, [0.55, 0.65, 0.75], [False] * 3),  # ahead all the way
         (2, 0, BEST, [False] * 5),  # level is not behind
-        (3, 0, BEHIND, [False] * 3),  # one trial is still to be asked
+        (3, 0, BEHIND, [False] * 3),  # one trial is still to be asked: not a third of the way
+        (3, 0, [0.1] * 5, [False, False, False, False, True]),  # from step 5/3 on: 2, 3, 4
         (3, 1, BEHIND, [False, False, True]),  # the last one asked beside it
         (2, 0, [0.55, 0.65, 0.75, 0.85, 0.95, 0.1, 0.1, 0.1], [False] * 8),  # past the best's
     ],
@@ -74,8 +77,8 @@ def test_the_last_trials_race_the_best(
     assert verdicts(src, curve, others) == expected
 
 
-def test_race_at_end_is_the_reports_in_a_row() -> None:
-    src = a_source(2, race_at_end=1)
+def test_race_is_the_reports_in_a_row() -> None:
+    src = a_source(2, race=1)
     completed(src, BEST)
     assert verdicts(src, [0.45]) == [True]
 
@@ -88,8 +91,8 @@ def test_minimizing_behind_is_above() -> None:
 
 @pytest.mark.parametrize(
     "settings",
-    [{"race_at_end": 0}, {"pruner": optuna.pruners.NopPruner()}],
-    ids=["race_at_end=0", "no pruner"],
+    [{"race": 0}, {"pruner": optuna.pruners.NopPruner()}],
+    ids=["race=0", "no pruner"],
 )
 def test_no_race_when_off_or_without_a_pruner(settings: dict[str, Any]) -> None:
     src = a_source(2, **settings)
@@ -97,7 +100,33 @@ def test_no_race_when_off_or_without_a_pruner(settings: dict[str, Any]) -> None:
     assert verdicts(src, [0.1] * 5) == [False] * 5
 
 
-def test_no_race_before_a_trial_completed() -> None:
+def test_a_running_trial_further_along_is_raced() -> None:
+    """A trial behind one that has gone past its steps will end later and is not better: it
+    stops, as it would behind a completed trial; the one ahead runs on."""
+    src = a_source(2)
+    ahead, last = src.ask(), src.ask()
+    assert ahead is not None and last is not None
+    assert [src.report(ahead.key, step, v) for step, v in enumerate(BEST[:4])] == [False] * 4
+    assert [src.report(last.key, step, v) for step, v in enumerate(BEHIND)] == [
+        False,
+        False,
+        True,
+    ]
+    assert src.report(ahead.key, 4, 0.1) is False  # nobody is past its step 4
+
+
+def test_a_running_trial_level_is_no_rival() -> None:
+    """A running trial's report counts once it has reported a later step: at the same step
+    neither will end sooner, and neither stops the other."""
+    src = a_source(2)
+    first, last = src.ask(), src.ask()
+    assert first is not None and last is not None
+    for step, (high, low) in enumerate(zip(BEST, BEHIND, strict=False)):
+        assert src.report(first.key, step, high) is False
+        assert src.report(last.key, step, low) is False
+
+
+def test_no_race_without_a_trial_ahead() -> None:
     src = a_source(2)
     first = src.ask()
     assert first is not None
@@ -110,13 +139,23 @@ def test_the_race_runs_once_the_timeout_has_passed() -> None:
     settings = parse_settings({"n_trials": 10, "direction": "maximize", "timeout": 60})
     study = optuna.create_study(direction="maximize", pruner=NeverPrunes())
     src = OptunaSource(study, parse_space(None, ["x=interval(0,1)"]), settings, 0, lambda: now[0])
-    completed(src, BEST)
+    completed(src, [0.9] * 30)  # a third of its way: step 10
     ask = src.ask()
     assert ask is not None
-    for step in range(2):  # 8 trials are still to be asked
+    for step in range(5):  # 8 trials are still to be asked
         assert src.report(ask.key, step, 0.4) is False
     now[0] = 60.0
-    assert [src.report(ask.key, step, 0.4) for step in range(2, 5)] == [False, False, True]
+    assert [src.report(ask.key, step, 0.4) for step in range(5, 8)] == [False, False, True]
+
+
+def test_a_resumed_search_races_its_earlier_runs_best() -> None:
+    """The lead of a resumed study is the best its earlier runs completed."""
+    study = optuna.create_study(direction="maximize", pruner=NeverPrunes())
+    given = parse_settings({"n_trials": 3, "direction": "maximize"})
+    space = parse_space(None, ["x=interval(0,1)"])
+    completed(OptunaSource(study, space, given, 0), BEST)
+    src = OptunaSource(study, space, given, 1)
+    assert verdicts(src, [0.1] * 5) == [False] * 4 + [True]  # steps 2, 3, 4: from 5/3 on
 
 
 def test_a_raced_trial_is_told_pruned() -> None:
