@@ -7,6 +7,7 @@ Everything here runs in the sweep process, from the launcher's scheduling loop: 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Hashable
@@ -78,8 +79,9 @@ class OptunaSource:
         # race's lead: kept here, read from the study when a trial of this run completes.
         self.lead: dict[int, float] = {}
         self.lead_end = 0  # its furthest step
-        if self.judges and study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            self._lead(study.best_trial)
+        if self.judges:
+            with contextlib.suppress(ValueError):  # no trial has completed yet
+                self._lead(study.best_trial)
 
     # -- JobSource --------------------------------------------------------------------------
 
@@ -92,6 +94,7 @@ class OptunaSource:
         trial.set_user_attr(OWNER, self.owner)
         self.running[trial.number] = trial
         self.curves[trial.number] = {}
+        self.furthest[trial.number] = -1
         self.behind[trial.number] = 0
         values = {name: trial.params[name] for name in self.space.params}
         overrides = self.space.overrides(values)
@@ -130,7 +133,7 @@ class OptunaSource:
                 self.notices.warn("report", f"trial {trial.number}: report ignored: {err}")
                 return False
             curve[step] = value
-            self.furthest[trial.number] = max(step, self.furthest.get(trial.number, step))
+            self.furthest[trial.number] = max(step, self.furthest[trial.number])
             behind = self._behind(trial.number, step, value)
             self.behind[trial.number] = self.behind[trial.number] + 1 if behind else 0
         lost = 0 < self.race <= self.behind[trial.number]
@@ -164,7 +167,7 @@ class OptunaSource:
         if trial is None:
             return
         steps = self.curves.pop(trial.number)
-        self.furthest.pop(trial.number, None)
+        self.furthest.pop(trial.number)
         self.behind.pop(trial.number)
         if end.status is Status.INTERRUPTED:
             # Failed in the study (a storage keeps no RUNNING trial), marked to run again.
